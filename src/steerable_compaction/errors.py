@@ -1,0 +1,152 @@
+"""Every error this library raises, under one root.
+
+```
+CompactionError
+├── ConfigError                    a bad policy or harness value (names key and allowed range)
+├── MessageError                   a transcript value or wire payload is malformed (index and field)
+│   └── ConversionError            a valid message that the target wire format cannot carry
+├── RecordError                    the record is unreadable or violates an invariant (file and line)
+│   └── RecordLockedError          another writer holds the record
+├── ProviderError                  an adapter call failed (`.provider`, `.status_code`)
+│   └── ContextOverflowError       the request was too long; compaction may retry
+└── OverflowRetriesExhaustedError  the loud failure after `max_overflow_retries`
+```
+
+Every error keeps its constructor arguments as typed attributes and pickles (the sidecar and
+subprocess tests send them across processes).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+__all__ = [
+    "CompactionError",
+    "ConfigError",
+    "ContextOverflowError",
+    "ConversionError",
+    "MessageError",
+    "OverflowRetriesExhaustedError",
+    "ProviderError",
+    "RecordError",
+    "RecordLockedError",
+]
+
+
+class CompactionError(Exception):
+    """Root of every error raised by `steerable_compaction`."""
+
+
+class ConfigError(CompactionError):
+    """A policy or harness value is out of range or of the wrong type."""
+
+    def __init__(self, key: str, value: object, allowed: str) -> None:
+        self.key = key
+        self.value = value
+        self.allowed = allowed
+        super().__init__(f"{key}={value!r} is not allowed: expected {allowed}")
+
+    def __reduce__(self) -> tuple[type[ConfigError], tuple[str, object, str]]:
+        return (type(self), (self.key, self.value, self.allowed))
+
+
+class MessageError(CompactionError):
+    """A message or wire payload is malformed.
+
+    `index` is the message's position in the transcript (or `None` for a lone value) and
+    `field` the dotted path of the offending field inside it, e.g. `parts[2].media_type`.
+    """
+
+    def __init__(self, reason: str, *, index: int | None = None, field: str | None = None) -> None:
+        self.reason = reason
+        self.index = index
+        self.field = field
+        where = []
+        if index is not None:
+            where.append(f"message {index}")
+        if field:
+            where.append(f"field {field!r}")
+        prefix = (", ".join(where) + ": ") if where else ""
+        super().__init__(prefix + reason)
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (_rebuild, (type(self), (self.reason,), {"index": self.index, "field": self.field}))
+
+
+class ConversionError(MessageError):
+    """A valid message holds something the target wire format cannot represent losslessly."""
+
+
+class RecordError(CompactionError):
+    """The record cannot be read, or an event violates one of its invariants.
+
+    `path` and `line` (1-based; for SQLite the row's `seq`) say where, when known.
+    """
+
+    def __init__(self, reason: str, *, path: Path | str | None = None, line: int | None = None):
+        self.reason = reason
+        self.path = None if path is None else Path(path)
+        self.line = line
+        where = ""
+        if self.path is not None:
+            where = f"{self.path}"
+            if line is not None:
+                where += f":{line}"
+            where += ": "
+        elif line is not None:
+            where = f"line {line}: "
+        super().__init__(where + reason)
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (_rebuild, (type(self), (self.reason,), {"path": self.path, "line": self.line}))
+
+
+class RecordLockedError(RecordError):
+    """A second writer tried to open a record that another writer holds."""
+
+
+class ProviderError(CompactionError):
+    """A provider call failed; `provider` names the adapter, `status_code` the HTTP status."""
+
+    def __init__(
+        self, message: str, *, provider: str = "unknown", status_code: int | None = None
+    ) -> None:
+        self.message = message
+        self.provider = provider
+        self.status_code = status_code
+        status = f" (HTTP {status_code})" if status_code is not None else ""
+        super().__init__(f"{provider}{status}: {message}")
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (
+            _rebuild,
+            (
+                type(self),
+                (self.message,),
+                {"provider": self.provider, "status_code": self.status_code},
+            ),
+        )
+
+
+class ContextOverflowError(ProviderError):
+    """The provider refused the request because it exceeds the model's context window."""
+
+
+class OverflowRetriesExhaustedError(CompactionError):
+    """Compaction could not bring an overflowing request under the window within the retry bound."""
+
+    def __init__(self, attempts: int, last_error: str) -> None:
+        self.attempts = attempts
+        self.last_error = last_error
+        super().__init__(
+            f"context overflow persisted after {attempts} compaction retries: {last_error}"
+        )
+
+    def __reduce__(self) -> tuple[type[OverflowRetriesExhaustedError], tuple[int, str]]:
+        return (type(self), (self.attempts, self.last_error))
+
+
+def _rebuild(
+    cls: type[CompactionError], args: tuple[object, ...], kwargs: dict[str, object]
+) -> CompactionError:
+    return cls(*args, **kwargs)
