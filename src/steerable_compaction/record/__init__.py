@@ -1,0 +1,59 @@
+"""The append-only record and its projection.
+
+The record is the single source of truth: every message, every compaction bracket and every
+boundary, never rewritten. The projection (what the model sees) is a pure fold of it.
+"""
+
+from __future__ import annotations
+
+from .codec import SCHEMA_VERSION, decode_entry, encode_entry
+from .events import (
+    CompactionAction,
+    CompactionBoundary,
+    CompactionStart,
+    CompactionSummary,
+    CompactionTrigger,
+    Edit,
+    Entry,
+    Event,
+    MessageAppended,
+    Reminder,
+    Usage,
+)
+from .projection import OpenBracket, Projection, project
+from .stores import (
+    CompactionInfo,
+    FsyncPolicy,
+    JsonlRecord,
+    MemoryRecord,
+    Record,
+    SqliteRecord,
+    open_record,
+)
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "CompactionAction",
+    "CompactionBoundary",
+    "CompactionInfo",
+    "CompactionStart",
+    "CompactionSummary",
+    "CompactionTrigger",
+    "Edit",
+    "Entry",
+    "Event",
+    "FsyncPolicy",
+    "JsonlRecord",
+    "MemoryRecord",
+    "MessageAppended",
+    "OpenBracket",
+    "Projection",
+    "Record",
+    "Reminder",
+    "SqliteRecord",
+    "Usage",
+    "decode_entry",
+    "encode_entry",
+    "open_record",
+    "project",
+]
