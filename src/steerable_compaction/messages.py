@@ -138,7 +138,7 @@ class ToolResult:
         if not isinstance(self.content, tuple):
             object.__setattr__(self, "content", tuple(self.content))
         for i, part in enumerate(self.content):
-            if not isinstance(part, TextPart | ImagePart):
+            if not isinstance(part, (TextPart, ImagePart)):
                 raise MessageError(
                     f"tool result content holds text and images, not {type(part).__name__}",
                     field=f"content[{i}]",
@@ -168,7 +168,7 @@ class Message:
     parts: tuple[Part, ...] = ()
 
     def __post_init__(self) -> None:
-        if self.role not in _ROLES:
+        if not isinstance(self.role, str) or self.role not in _ROLES:
             raise MessageError(
                 f"role must be one of {sorted(_ROLES)}, got {self.role!r}", field="role"
             )
@@ -308,72 +308,80 @@ def message_to_dict(message: Message) -> dict[str, Any]:
     return {"role": message.role, "parts": [_part_to_dict(p) for p in message.parts]}
 
 
-def _require(obj: Mapping[str, Any], key: str, kind: type, where: str) -> Any:
+def _bad(key: str, kind: type, obj: Mapping[str, Any]) -> MessageError:
     if key not in obj:
-        raise MessageError(f"missing {key!r}", field=f"{where}.{key}" if where else key)
-    value = obj[key]
-    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        raise MessageError(
-            f"expected {kind.__name__}, got {type(value).__name__}",
-            field=f"{where}.{key}" if where else key,
-        )
+        return MessageError(f"missing {key!r}", field=key)
+    return MessageError(f"expected {kind.__name__}, got {type(obj[key]).__name__}", field=key)
+
+
+def _str(obj: Mapping[str, Any], key: str) -> str:
+    value = obj.get(key)
+    if type(value) is not str:
+        raise _bad(key, str, obj)
     return value
 
 
-def _part_from_dict(obj: Any, where: str) -> Part:
-    if not isinstance(obj, Mapping):
-        raise MessageError(f"a part must be an object, got {type(obj).__name__}", field=where)
+def _join(prefix: str, field: str | None) -> str:
+    return f"{prefix}.{field}" if field else prefix
+
+
+def _parts_from_list(raw: Any, prefix: str) -> tuple[Any, ...]:
+    out = []
+    for i, obj in enumerate(raw):
+        try:
+            out.append(_part_from_dict(obj))
+        except MessageError as exc:
+            raise MessageError(exc.reason, field=_join(f"{prefix}[{i}]", exc.field)) from None
+    return tuple(out)
+
+
+def _part_from_dict(obj: Any) -> Part:
+    """Decode one part; errors carry the field path relative to the part."""
+    if type(obj) is not dict and not isinstance(obj, Mapping):
+        raise MessageError(f"a part must be an object, got {type(obj).__name__}")
     kind = obj.get("type")
-    try:
-        if kind == "text":
-            return TextPart(text=_require(obj, "text", str, where))
-        if kind == "image":
-            data = obj.get("data")
-            raw: bytes | None = None
-            if data is not None:
-                if not isinstance(data, str):
-                    raise MessageError("image data must be base64 text", field=f"{where}.data")
-                try:
-                    raw = base64.b64decode(data, validate=True)
-                except binascii.Error as exc:
-                    raise MessageError(f"bad base64: {exc}", field=f"{where}.data") from exc
-            return ImagePart(media_type=obj.get("media_type"), data=raw, url=obj.get("url"))
-        if kind == "tool_call":
-            return ToolCall(
-                id=_require(obj, "id", str, where),
-                name=_require(obj, "name", str, where),
-                arguments=_require(obj, "arguments", str, where),
-            )
-        if kind == "tool_result":
-            content = _require(obj, "content", list, where)
-            parts = tuple(
-                _part_from_dict(p, f"{where}.content[{i}]") for i, p in enumerate(content)
-            )
-            is_error = obj.get("is_error", False)
-            if not isinstance(is_error, bool):
-                raise MessageError("is_error must be a boolean", field=f"{where}.is_error")
-            return ToolResult(
-                call_id=_require(obj, "call_id", str, where),
-                content=parts,  # type: ignore[arg-type]  # checked in ToolResult.__post_init__
-                is_error=is_error,
-            )
-    except MessageError as exc:
-        if exc.field is None or not exc.field.startswith(where):
-            field_name = f"{where}.{exc.field}" if exc.field else where
-            raise MessageError(exc.reason, field=field_name) from exc
-        raise
-    raise MessageError(f"unknown part type {kind!r}", field=f"{where}.type")
+    if kind == "text":
+        return TextPart(text=_str(obj, "text"))
+    if kind == "tool_call":
+        return ToolCall(
+            id=_str(obj, "id"), name=_str(obj, "name"), arguments=_str(obj, "arguments")
+        )
+    if kind == "tool_result":
+        content = obj.get("content")
+        if type(content) is not list:
+            raise _bad("content", list, obj)
+        is_error = obj.get("is_error", False)
+        if type(is_error) is not bool:
+            raise MessageError("is_error must be a boolean", field="is_error")
+        return ToolResult(
+            call_id=_str(obj, "call_id"),
+            content=_parts_from_list(content, "content"),
+            is_error=is_error,
+        )
+    if kind == "image":
+        data = obj.get("data")
+        raw: bytes | None = None
+        if data is not None:
+            if type(data) is not str:
+                raise MessageError("image data must be base64 text", field="data")
+            try:
+                raw = base64.b64decode(data, validate=True)
+            except binascii.Error as exc:
+                raise MessageError(f"bad base64: {exc}", field="data") from None
+        return ImagePart(media_type=obj.get("media_type"), data=raw, url=obj.get("url"))
+    raise MessageError(f"unknown part type {kind!r}", field="type")
 
 
 def message_from_dict(obj: Any, *, index: int | None = None) -> Message:
     """Decode the record's JSON form; errors name `index` and the offending field."""
     try:
-        if not isinstance(obj, Mapping):
+        if type(obj) is not dict and not isinstance(obj, Mapping):
             raise MessageError(f"a message must be an object, got {type(obj).__name__}")
-        role = _require(obj, "role", str, "")
-        raw_parts = _require(obj, "parts", list, "")
-        parts = tuple(_part_from_dict(p, f"parts[{i}]") for i, p in enumerate(raw_parts))
-        return Message(role=role, parts=parts)
+        role = _str(obj, "role")
+        raw_parts = obj.get("parts")
+        if type(raw_parts) is not list:
+            raise _bad("parts", list, obj)
+        return Message(role=role, parts=_parts_from_list(raw_parts, "parts"))  # type: ignore[arg-type]
     except MessageError as exc:
         raise MessageError(exc.reason, index=index, field=exc.field) from None
 

@@ -32,7 +32,14 @@ from .events import (
     Usage,
 )
 
-__all__ = ["SCHEMA_VERSION", "decode_entry", "decode_line", "encode_entry", "encode_line"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "decode_entry",
+    "decode_line",
+    "encode_entry",
+    "encode_line",
+    "parse_lines",
+]
 
 SCHEMA_VERSION = 3
 
@@ -141,10 +148,10 @@ def _message(obj: Any, field: str) -> Any:
 
 
 def _decode_message(f: _Fields) -> Event:
-    usage = f.get("usage", dict, None)
+    usage = f.obj.get("usage")
     return MessageAppended(
         message=_message(f.get("message", dict), "message"),
-        usage=None if usage is None else _decode_usage(usage),
+        usage=None if usage is None else _decode_usage(f.get("usage", dict)),
     )
 
 
@@ -231,6 +238,12 @@ def decode_entry(obj: Any, *, projection_len: int) -> Entry:
     `projection_len` is the length of the projection before this entry (v2 boundaries need it).
     Raises `RecordError` without a location; the store adds file and line.
     """
+    if type(obj) is dict and obj.get("kind") == "message" and obj.get("v") in (2, 3):
+        # The hot path when loading a long record: most entries are messages.
+        seq = obj.get("seq")
+        message = obj.get("message")
+        if type(seq) is int and type(message) is dict and "usage" not in obj:
+            return Entry(seq, MessageAppended(message=_message(message, "message")))
     if not isinstance(obj, Mapping):
         raise RecordError(f"an entry must be a JSON object, got {type(obj).__name__}")
     f = _Fields(obj)
@@ -253,6 +266,23 @@ def decode_entry(obj: Any, *, projection_len: int) -> Entry:
     if decoder is None:
         raise RecordError(f"unknown kind {kind!r}")
     return Entry(seq, decoder(f))
+
+
+def parse_lines(text: str) -> list[Any] | None:
+    """Parse newline-terminated JSON lines in one call, or `None` if any line is not one value.
+
+    One `json.loads` over the whole batch is several times faster than one per line; when it
+    fails the caller parses line by line to report exactly which line is bad.
+    """
+    lines = text.split("\n")
+    lines.pop()  # the text ends with a newline
+    if not lines:
+        return []
+    try:
+        values = json.loads("[" + ",".join(lines) + "]")
+    except ValueError:
+        return None
+    return values if len(values) == len(lines) else None
 
 
 def decode_line(line: bytes, *, projection_len: int) -> Entry:
