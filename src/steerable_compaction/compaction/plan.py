@@ -1,0 +1,171 @@
+"""Planning one compaction: which stage runs and exactly what it writes. Pure; no I/O.
+
+Fold first (R17): if folding the middle's old tool results and images brings the estimate under
+the threshold, the plan is a fold-only rewrite and no LLM is called. Otherwise the middle is
+summarized (R20) with the exact warm-prefix replay request. When the middle is empty and the
+tail itself is the pressure, a horizon-less fold is the fallback (R18: lossy beats stuck), still
+sparing the newest assistant turn and its results (R23).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal, Protocol, TypeAlias
+
+from ..messages import Message
+from .prune import PruneResult, prune
+from .regions import Regions, select_regions
+from .summary import SummaryRequest, build_summary_request
+
+__all__ = [
+    "FoldRewrite",
+    "NothingToDo",
+    "Plan",
+    "PlanSettings",
+    "SummaryNeeded",
+    "plan_compaction",
+]
+
+
+class PlanSettings(Protocol):
+    """The knobs planning reads; `CompactionPolicy` is the usual one."""
+
+    @property
+    def threshold_tokens(self) -> int:
+        """Pressure at or above which compaction runs."""
+
+    @property
+    def keep_last_messages(self) -> int:
+        """Tail length before widening."""
+
+    @property
+    def keep_last_tool_results(self) -> int:
+        """Newest tool results never folded."""
+
+    @property
+    def fold_excerpt_chars(self) -> int:
+        """Head + tail characters a fold marker keeps."""
+
+    @property
+    def image_offload(self) -> bool:
+        """Whether old images become text pointers."""
+
+    @property
+    def keep_last_images(self) -> int:
+        """Newest images never offloaded."""
+
+
+@dataclass(frozen=True, slots=True)
+class FoldRewrite:
+    """Rewrite with `prune.edits` only: a boundary without a bracket."""
+
+    action: Literal["compact", "micro_compact"]
+    prune: PruneResult
+    regions: Regions
+    pre_tokens: int
+    post_tokens: int
+    horizonless: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryNeeded:
+    """Summarize `request.span`; `fold` is what folding alone would have done (not applied)."""
+
+    request: SummaryRequest
+    regions: Regions
+    fold: PruneResult
+    pre_tokens: int
+    middle_tokens: int
+
+    @property
+    def replaced(self) -> int:
+        """How many projected messages the summary replaces."""
+        start, end = self.request.span
+        return end - start
+
+
+@dataclass(frozen=True, slots=True)
+class NothingToDo:
+    """Planning found nothing it may change; `reason` says why."""
+
+    reason: str
+    regions: Regions
+
+
+Plan: TypeAlias = FoldRewrite | SummaryNeeded | NothingToDo
+
+
+def plan_compaction(
+    messages: Sequence[Message],
+    policy: PlanSettings,
+    *,
+    pressure: int,
+    estimate: Callable[[Message], int],
+    mode: Literal["normal", "aggressive", "fold_only"] = "normal",
+    seqs: Sequence[int] | None = None,
+    rounds: Sequence[int] | None = None,
+    replay_images: bool = False,
+) -> Plan:
+    """Plan one compaction of `messages` at `pressure` tokens.
+
+    `mode="normal"` (pressure path) stops after the fold when it suffices; `"aggressive"`
+    (overflow and manual paths) summarizes whenever the middle is not empty; `"fold_only"`
+    (micro-compaction, R14) never summarizes. `seqs` and `rounds` give each message's record seq
+    and round for fold markers and image pointers.
+    """
+    regions = select_regions(messages, policy.keep_last_messages)
+
+    def run_prune(start: int, horizon: int, protect: frozenset[int] = frozenset()) -> PruneResult:
+        return prune(
+            messages,
+            start=start,
+            horizon=horizon,
+            keep_last_tool_results=policy.keep_last_tool_results,
+            fold_excerpt_chars=policy.fold_excerpt_chars,
+            image_offload=policy.image_offload,
+            keep_last_images=policy.keep_last_images,
+            estimate=estimate,
+            seqs=seqs,
+            rounds=rounds,
+            protect=protect,
+        )
+
+    folded = run_prune(regions.head_end, regions.tail_start)
+    post_fold = pressure - folded.saved_tokens
+    if mode == "fold_only":
+        if folded.changed:
+            return FoldRewrite("micro_compact", folded, regions, pressure, post_fold)
+        return NothingToDo("no old tool result or image to fold", regions)
+    if not regions.middle_empty:
+        if folded.changed and post_fold < policy.threshold_tokens and mode == "normal":
+            return FoldRewrite("compact", folded, regions, pressure, post_fold)
+        request = build_summary_request(
+            messages, regions.middle, replay_images=replay_images, rounds=rounds
+        )
+        middle_tokens = sum(estimate(m) for m in messages[regions.head_end : regions.tail_start])
+        return SummaryNeeded(request, regions, folded, pressure, middle_tokens)
+    # Degenerate case: nothing between head and tail, the tail itself is the pressure.
+    fallback = run_prune(regions.head_end, len(messages), _newest_turn(messages))
+    if fallback.changed:
+        return FoldRewrite(
+            "compact", fallback, regions, pressure, pressure - fallback.saved_tokens, True
+        )
+    return NothingToDo("the middle is empty and nothing in the tail can be folded", regions)
+
+
+def _newest_turn(messages: Sequence[Message]) -> frozenset[int]:
+    """The newest assistant message with tool calls and the results answering it (R23)."""
+    for i in range(len(messages) - 1, -1, -1):
+        calls = messages[i].tool_calls
+        if messages[i].role == "assistant" and calls:
+            ids = {c.id for c in calls}
+            answers = {
+                j
+                for j in range(i + 1, len(messages))
+                if (r := messages[j].tool_result) is not None and r.call_id in ids
+            }
+            return frozenset({i, *answers})
+        if messages[i].role == "assistant":
+            break
+    return frozenset()

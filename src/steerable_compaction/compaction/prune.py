@@ -1,0 +1,194 @@
+"""The prune stage (R17-R19): fold old tool results and offload old images. No LLM, no I/O.
+
+Both act only on `[start, horizon)`: normally the middle, the region a summary would shadow, so
+the tail stays raw and the next summary replays what the provider cached (R18). The fold marker
+keeps the tool name, the original size, the record seq of the original (to recall it) and a
+head/tail excerpt; an offloaded image becomes a text pointer with its hash, media type and
+round. The record keeps every original byte.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
+
+from ..messages import ContentPart, ImagePart, Message, TextPart, ToolResult
+from ..record import Edit
+from .regions import call_sites
+
+__all__ = [
+    "FOLD_PREFIX",
+    "OFFLOAD_PREFIX",
+    "PruneResult",
+    "fold_marker",
+    "image_pointer",
+    "is_folded",
+    "prune",
+]
+
+FOLD_PREFIX = "[folded tool result: "
+OFFLOAD_PREFIX = "[image offloaded: "
+
+
+def image_pointer(image: ImagePart, round_: int) -> str:
+    """The text that stands in for an offloaded image (R19)."""
+    source = image.data if image.data is not None else (image.url or "").encode("utf-8")
+    digest = hashlib.sha256(source).hexdigest()[:12]
+    return f"{OFFLOAD_PREFIX}{digest}, {image.media_type or 'unknown'}, round {round_}]"
+
+
+def is_folded(message: Message) -> bool:
+    """Whether `message` is a tool result that has already been folded."""
+    result = message.tool_result
+    return (
+        result is not None
+        and bool(result.content)
+        and isinstance(result.content[0], TextPart)
+        and result.content[0].text.startswith(FOLD_PREFIX)
+    )
+
+
+def fold_marker(
+    result: ToolResult, *, tool_name: str, seq: int | None, excerpt_chars: int
+) -> ToolResult:
+    """`result` with its text folded to a marker keeping `excerpt_chars` of head and tail (R17).
+
+    Images stay, after the marker and in order: whether they are offloaded is the image rule's
+    decision (R19), not the fold's.
+    """
+    text = result.text
+    where = f"record seq {seq}" if seq is not None else "the record"
+    header = f"{FOLD_PREFIX}{tool_name}, {len(text):,} chars; the full result is in {where}]"
+    head_chars = (excerpt_chars + 1) // 2
+    tail_chars = excerpt_chars - head_chars
+    if len(text) <= excerpt_chars:
+        excerpt = text
+    else:
+        excerpt = text[:head_chars] + "\n…\n" + (text[-tail_chars:] if tail_chars else "")
+    marker = TextPart(text=f"{header}\n{excerpt}" if excerpt else header)
+    images = tuple(p for p in result.content if isinstance(p, ImagePart))
+    return ToolResult(call_id=result.call_id, content=(marker, *images), is_error=result.is_error)
+
+
+@dataclass(frozen=True, slots=True)
+class PruneResult:
+    """What the prune stage changed: the edits, the transcript after them, and the savings."""
+
+    edits: tuple[Edit, ...]
+    messages: tuple[Message, ...]
+    folded: int
+    offloaded: int
+    saved_tokens: int
+
+    @property
+    def changed(self) -> bool:
+        """Whether anything was folded or offloaded."""
+        return bool(self.edits)
+
+
+def _offload(message: Message, positions: Collection[int], round_: int) -> Message:
+    """`message` with its images at `positions` (0-based, in `message.images` order) offloaded."""
+    seen = 0
+
+    def swap(parts: Sequence[ContentPart]) -> tuple[ContentPart, ...]:
+        nonlocal seen
+        out: list[ContentPart] = []
+        for part in parts:
+            if isinstance(part, ImagePart):
+                out.append(
+                    TextPart(text=image_pointer(part, round_)) if seen in positions else part
+                )
+                seen += 1
+            else:
+                out.append(part)
+        return tuple(out)
+
+    result = message.tool_result
+    if result is not None:
+        content = swap(result.content)
+        return Message(
+            role="tool",
+            parts=(ToolResult(call_id=result.call_id, content=content, is_error=result.is_error),),
+        )
+    # Only user messages carry images outside tool results.
+    return Message(
+        role=message.role,
+        parts=swap([p for p in message.parts if isinstance(p, TextPart | ImagePart)]),
+    )
+
+
+def prune(
+    messages: Sequence[Message],
+    *,
+    start: int,
+    horizon: int,
+    keep_last_tool_results: int,
+    fold_excerpt_chars: int,
+    image_offload: bool,
+    keep_last_images: int,
+    estimate: Callable[[Message], int],
+    seqs: Sequence[int] | None = None,
+    rounds: Sequence[int] | None = None,
+    protect: Collection[int] = (),
+) -> PruneResult:
+    """Fold tool results and offload images in `[start, horizon)`, never touching `protect`.
+
+    The newest `keep_last_tool_results` results and `keep_last_images` images of the whole
+    transcript stay as they are wherever they stand. A fold that would not shrink a result is
+    skipped, and already folded results are left alone, so pruning twice changes nothing.
+    """
+    names = {cid: call.name for cid, (_, call) in call_sites(messages).items()}
+    results = [i for i, m in enumerate(messages) if m.role == "tool"]
+    keep_results = (
+        set(results[len(results) - keep_last_tool_results :]) if keep_last_tool_results else set()
+    )
+    image_slots: list[int] = []  # message index of every image, in transcript order
+    for i, m in enumerate(messages):
+        image_slots.extend([i] * len(m.images))
+    first_kept_image = len(image_slots) - keep_last_images if keep_last_images else len(image_slots)
+    offload = {
+        n
+        for n, i in enumerate(image_slots)
+        if image_offload and n < first_kept_image and start <= i < horizon and i not in protect
+    }
+
+    edits: list[Edit] = []
+    out = list(messages)
+    folded = offloaded = saved = 0
+    first_image = 0  # global number of this message's first image
+    for i, message in enumerate(messages):
+        n_images = len(message.images)
+        numbers = range(first_image, first_image + n_images)
+        first_image += n_images
+        if not start <= i < horizon or i in protect:
+            continue
+        round_ = rounds[i] if rounds is not None else 0
+        new = message
+        result = message.tool_result
+        if result is not None and i not in keep_results and not is_folded(message):
+            marker = fold_marker(
+                result,
+                tool_name=names.get(result.call_id, "unknown tool"),
+                seq=seqs[i] if seqs is not None else None,
+                excerpt_chars=fold_excerpt_chars,
+            )
+            candidate = Message(role="tool", parts=(marker,))
+            if estimate(candidate) < estimate(message):
+                new = candidate
+                folded += 1
+        positions = [k for k, n in enumerate(numbers) if n in offload]
+        if positions:
+            new = _offload(new, positions, round_)
+            offloaded += len(positions)
+        if new is not message:
+            saved += estimate(message) - estimate(new)
+            out[i] = new
+            edits.append(Edit(index=i, message=new))
+    return PruneResult(
+        edits=tuple(edits),
+        messages=tuple(out),
+        folded=folded,
+        offloaded=offloaded,
+        saved_tokens=saved,
+    )

@@ -1,0 +1,180 @@
+"""Region selection (R21-R23) and tool-call pairing (R22b).
+
+A transcript splits into three regions:
+
+- **head** `[0, head_end)`: everything up to and including the first user message (the goal),
+  so every leading system message too. Later summaries sit right after the head, in the middle,
+  so they are replaced by the next summary instead of stacking up as a fake goal.
+- **tail** `[tail_start, n)`: the last `keep_last_messages`, widened backwards until it answers
+  no tool call that it did not issue itself, and always holding the newest tool results
+  (R23: the result of the tool just called is never compacted away).
+- **middle** `[head_end, tail_start)`: what a summary replaces and the only place fold and image
+  offload may touch (the horizon is `tail_start`, R18).
+
+Pairing: `pair_issues` finds tool results whose call is gone and calls left without a result;
+`repair_tool_pairs` turns them into plain text so that no request carries either (R22b).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..messages import Message, TextPart, ToolCall
+
+__all__ = [
+    "PairIssues",
+    "Regions",
+    "call_sites",
+    "pair_issues",
+    "repair_tool_pairs",
+    "select_regions",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Regions:
+    """Index bounds of head, middle and tail: `head = [0, head_end)`, `tail = [tail_start, n)`."""
+
+    head_end: int
+    tail_start: int
+    length: int
+
+    @property
+    def middle(self) -> tuple[int, int]:
+        """The `[head_end, tail_start)` span a summary would replace."""
+        return (self.head_end, self.tail_start)
+
+    @property
+    def middle_empty(self) -> bool:
+        """Whether there is nothing between head and tail."""
+        return self.tail_start <= self.head_end
+
+
+def call_sites(messages: Sequence[Message]) -> dict[str, tuple[int, ToolCall]]:
+    """Map each tool call id to the index of the assistant message issuing it, and the call."""
+    sites: dict[str, tuple[int, ToolCall]] = {}
+    for i, message in enumerate(messages):
+        if message.role == "assistant":
+            for call in message.tool_calls:
+                sites[call.id] = (i, call)
+    return sites
+
+
+def _goal_index(messages: Sequence[Message]) -> int | None:
+    for i, message in enumerate(messages):
+        if message.role == "user":
+            return i
+    return None
+
+
+def select_regions(messages: Sequence[Message], keep_last_messages: int) -> Regions:
+    """Split `messages` into head, middle and tail (see the module docstring)."""
+    n = len(messages)
+    goal = _goal_index(messages)
+    if goal is None:
+        head_end = 0
+        while head_end < n and messages[head_end].role == "system":
+            head_end += 1
+    else:
+        head_end = goal + 1
+    tail_start = max(n - max(keep_last_messages, 1), head_end)
+    # R23: the newest assistant turn and every result answering it stay in the tail.
+    last_assistant = next(
+        (i for i in range(n - 1, -1, -1) if messages[i].role == "assistant"), None
+    )
+    if last_assistant is not None and messages[last_assistant].tool_calls:
+        tail_start = min(tail_start, max(last_assistant, head_end))
+    sites = call_sites(messages)
+    # R22: widen until the tail answers no call it did not issue; a result whose issuer is gone
+    # (a restored, cut log) cannot be fixed by widening and is planned as is.
+    i = n - 1
+    while i >= tail_start:
+        result = messages[i].tool_result
+        if result is not None:
+            site = sites.get(result.call_id)
+            if site is not None and head_end <= site[0] < tail_start:
+                tail_start = site[0]
+        i -= 1
+    return Regions(head_end=head_end, tail_start=tail_start, length=n)
+
+
+@dataclass(frozen=True, slots=True)
+class PairIssues:
+    """Indices of orphan tool results and of assistant messages with unanswered calls."""
+
+    orphan_results: tuple[int, ...]
+    unanswered_calls: tuple[tuple[int, str], ...]
+
+    def __bool__(self) -> bool:
+        return bool(self.orphan_results or self.unanswered_calls)
+
+
+def pair_issues(messages: Sequence[Message]) -> PairIssues:
+    """Find tool results without an earlier call and calls never answered later."""
+    issued: dict[str, int] = {}
+    answered: set[str] = set()
+    orphans: list[int] = []
+    for i, message in enumerate(messages):
+        if message.role == "assistant":
+            for call in message.tool_calls:
+                issued[call.id] = i
+        result = message.tool_result
+        if result is not None:
+            if result.call_id in issued and result.call_id not in answered:
+                answered.add(result.call_id)
+            else:
+                orphans.append(i)
+    unanswered = tuple(
+        (i, call_id)
+        for call_id, i in sorted(issued.items(), key=lambda kv: kv[1])
+        if call_id not in answered
+    )
+    return PairIssues(tuple(orphans), unanswered)
+
+
+def repair_tool_pairs(messages: Sequence[Message]) -> list[Message]:
+    """A copy of `messages` that no provider rejects for broken tool pairing (R22b).
+
+    A result without its call becomes a user note quoting what it said; a call without a result
+    gets an explicit `no result recorded` tool result right after the assistant turn's other
+    results. Messages without issues are returned as the same objects.
+    """
+    issues = pair_issues(messages)
+    if not issues:
+        return list(messages)
+    orphans = set(issues.orphan_results)
+    missing: dict[int, list[str]] = {}
+    for i, call_id in issues.unanswered_calls:
+        missing.setdefault(i, []).append(call_id)
+    names = {cid: call.name for cid, (_, call) in call_sites(messages).items()}
+    out: list[Message] = []
+    pending: list[str] = []
+    for i, message in enumerate(messages):
+        if pending and (message.role != "tool" or i in orphans):
+            out.extend(_no_result(cid, names) for cid in pending)
+            pending = []
+        if i in orphans:
+            result = message.tool_result
+            assert result is not None
+            parts: list[TextPart] = [
+                TextPart(
+                    text=f"[tool result for call {result.call_id!r}, whose call is not in "
+                    f"this transcript{', an error' if result.is_error else ''}]:\n{result.text}"
+                )
+            ]
+            out.append(Message(role="user", parts=tuple(parts)))
+            continue
+        out.append(message)
+        if i in missing:
+            pending = missing[i]
+    out.extend(_no_result(cid, names) for cid in pending)
+    return out
+
+
+def _no_result(call_id: str, names: dict[str, str]) -> Message:
+    return Message.tool(
+        call_id,
+        f"[no result recorded for {names.get(call_id, 'this tool')} call {call_id!r}]",
+        is_error=True,
+    )

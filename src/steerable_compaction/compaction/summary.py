@@ -1,0 +1,239 @@
+"""The summarize stage's exact request, its replacement message, and the excerpt fallback.
+
+Warm-prefix replay (R24-R28): the summary request is the session's own head plus the shadowed
+middle, verbatim (real roles, real parts, every byte, R26), as the projection stood before this
+compaction's fold (R25: that is what the provider cached), followed by one user instruction.
+`cache_retention="none"` asks adapters not to cache the throwaway suffix (R27). Images become text
+pointers unless the summarizer is the turn model itself (R28).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from ..messages import ImagePart, Message, TextPart, ToolResult
+from .prune import image_pointer
+from .regions import call_sites
+
+__all__ = [
+    "SECTIONS",
+    "SUMMARY_INSTRUCTION",
+    "SummaryRequest",
+    "build_summary_request",
+    "excerpt_summary",
+    "summary_message",
+    "text_pointer_span",
+]
+
+SECTIONS = (
+    "Primary Request",
+    "Key Technical Concepts",
+    "Files and Code",
+    "Errors and Fixes",
+    "Current Work",
+    "Next Step",
+)
+
+SUMMARY_INSTRUCTION = (
+    "Your context window is nearly full, so the conversation so far will be replaced by a "
+    "checkpoint summary that you write now. The summary is all you will see of these messages "
+    "when you continue, so keep every fact you will need: the user's goal and constraints, "
+    "decisions and why they were made, exact file paths, identifiers, commands, values and "
+    "error messages, and where the work stands.\n\n"
+    "Reply with text only (no tool calls), in Markdown, with exactly these sections:\n\n"
+    + "\n".join(f"## {name}" for name in SECTIONS)
+)
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryRequest:
+    """The exact summarizer call: `messages` to send and the cache hint for adapters."""
+
+    messages: tuple[Message, ...]
+    span: tuple[int, int]
+    cache_retention: Literal["none"] = "none"
+
+    @property
+    def replay(self) -> tuple[Message, ...]:
+        """The replayed prefix: everything but the final instruction."""
+        return self.messages[:-1]
+
+    @property
+    def instruction(self) -> Message:
+        """The one instruction appended after the replay."""
+        return self.messages[-1]
+
+
+def _pointer_parts(
+    parts: Sequence[TextPart | ImagePart], round_: int
+) -> tuple[TextPart | ImagePart, ...]:
+    return tuple(
+        TextPart(text=image_pointer(p, round_)) if isinstance(p, ImagePart) else p for p in parts
+    )
+
+
+def text_pointer_span(
+    messages: Sequence[Message], rounds: Sequence[int] | None = None
+) -> tuple[Message, ...]:
+    """`messages` with every image replaced by its text pointer; text passes through as is."""
+    out: list[Message] = []
+    for i, message in enumerate(messages):
+        if not message.images:
+            out.append(message)
+            continue
+        round_ = rounds[i] if rounds is not None else 0
+        result = message.tool_result
+        if result is not None:
+            content = _pointer_parts(result.content, round_)
+            tool = ToolResult(call_id=result.call_id, content=content, is_error=result.is_error)
+            out.append(Message(role="tool", parts=(tool,)))
+        else:
+            parts = [p for p in message.parts if isinstance(p, TextPart | ImagePart)]
+            out.append(Message(role=message.role, parts=_pointer_parts(parts, round_)))
+    return tuple(out)
+
+
+def build_summary_request(
+    messages: Sequence[Message],
+    span: tuple[int, int],
+    *,
+    replay_images: bool = False,
+    rounds: Sequence[int] | None = None,
+    instruction: str = SUMMARY_INSTRUCTION,
+) -> SummaryRequest:
+    """The warm-prefix replay for summarizing `messages[span[0]:span[1]]` (R24-R29).
+
+    `messages` must be the projection as the provider last saw it (before any fold planned by
+    this compaction). `replay_images=True` when the summarizer is the turn model itself.
+    """
+    head_end, tail_start = span
+    if not 0 <= head_end <= tail_start <= len(messages):
+        raise ValueError(f"span {span!r} does not fit {len(messages)} messages")
+    replay = tuple(messages[:tail_start])
+    if not replay_images:
+        replay = text_pointer_span(replay, rounds)
+    return SummaryRequest(messages=(*replay, Message.user(instruction)), span=span)
+
+
+def summary_message(summary: str, replaced: int) -> Message:
+    """The user message that replaces the middle (R30)."""
+    plural = "message" if replaced == 1 else "messages"
+    return Message.user(
+        f"<compacted-summary>\n{summary.strip()}\n</compacted-summary>\n\n"
+        f"(This summary replaces {replaced} earlier {plural} of this conversation; the "
+        "originals remain in the record. Continue the work from here.)"
+    )
+
+
+_PATH = re.compile(
+    r"(?<![\w/.-])(?:[~.]?/)?(?:[\w.-]+/)+[\w.-]+\.\w{1,8}\b|(?<![\w/.-])[\w-]+\.(?:py|ts|tsx|js|"
+    r"jsx|rs|go|java|kt|c|h|cc|cpp|hpp|rb|php|cs|swift|md|toml|yaml|yml|json|ini|cfg|sh|sql|"
+    r"html|css|txt)\b"
+)
+_ERROR = re.compile(
+    r"(?i)(?:error|exception)s?\b|\b(?:traceback|failed|failure|fatal|panic|assert\w*|denied|"
+    r"not found|cannot|can't|unable)\b|错误|失败|異常|エラー|예외|오류"
+)
+
+
+def _clip(text: str, limit: int) -> str:
+    text = text.strip()
+    if len(text) <= limit:
+        return text
+    head = max(limit * 2 // 3, 1)
+    tail = max(limit - head - 3, 0)
+    return text[:head].rstrip() + " … " + (text[-tail:].lstrip() if tail else "")
+
+
+def excerpt_summary(
+    messages: Sequence[Message], span: tuple[int, int], *, max_chars: int = 6000
+) -> str:
+    """A deterministic checkpoint of `messages[span]` for when no summarizer is available.
+
+    It keeps the goal, every tool name called (with counts), file paths, error lines, and the
+    head and tail of each shadowed message, newest first within the budget, in the same
+    sections an LLM summary has. The result never exceeds `max_chars`.
+    """
+    start, end = span
+    middle = messages[start:end]
+    goal = next((m.text for m in messages[:start] if m.role == "user"), "")
+    sites = call_sites(messages)
+    tools: dict[str, int] = {}
+    for message in middle:
+        for call in message.tool_calls:
+            tools[call.name] = tools.get(call.name, 0) + 1
+    paths: dict[str, None] = {}
+    errors: dict[str, None] = {}
+    for message in middle:
+        text = message.text
+        found = [m.group(0) for m in _PATH.finditer(text)]
+        for call in message.tool_calls:
+            found.extend(m.group(0) for m in _PATH.finditer(call.arguments))
+        for path in found:  # re-inserting moves a path to the end: the order of last mention
+            paths.pop(path, None)
+            paths[path] = None
+        for line in text.splitlines():
+            if _ERROR.search(line):
+                clipped = _clip(line, 200)
+                errors.pop(clipped, None)
+                errors[clipped] = None
+    budget = max(max_chars, 400)
+    sections: dict[str, list[str]] = {name: [] for name in SECTIONS}
+    sections["Primary Request"].append(_clip(goal, budget // 6) if goal else "(no user goal)")
+    sections["Key Technical Concepts"].append(
+        "Tools used: " + ", ".join(f"{name} x{n}" for name, n in tools.items())
+        if tools
+        else "No tools were called in this span."
+    )
+    # The newest mentions matter most to the work that continues.
+    sections["Files and Code"].extend(f"- {p}" for p in list(paths)[-40:])
+    sections["Errors and Fixes"].extend(f"- {e}" for e in list(errors)[-20:])
+    last_assistant = next(
+        (m.text for m in reversed(middle) if m.role == "assistant" and m.text.strip()), ""
+    )
+    sections["Next Step"].append(
+        _clip(last_assistant, 400) if last_assistant else "Continue from the messages below."
+    )
+
+    def render(work: list[str]) -> str:
+        body = dict(sections, **{"Current Work": work})
+        blocks = []
+        for name in SECTIONS:
+            lines = body[name] or ["(none)"]
+            blocks.append(f"## {name}\n" + "\n".join(lines))
+        return "(Deterministic excerpt summary: no summarizer was used.)\n\n" + "\n\n".join(blocks)
+
+    # Spend what is left on excerpts of the shadowed messages, newest first, shown oldest first.
+    work: list[str] = []
+    per_message = 300
+    for message in reversed(middle):
+        label: str = message.role
+        result = message.tool_result
+        if result is not None:
+            site = sites.get(result.call_id)
+            label = f"tool result ({site[1].name if site else 'unknown tool'})"
+        elif message.tool_calls:
+            label = "assistant → " + ", ".join(c.name for c in message.tool_calls)
+        flat = " ".join(message.text.split())
+        line = f"- {label}: {_clip(flat, per_message)}" if flat else f"- {label}"
+        candidate = [line, *work]
+        if len(render(candidate)) > max_chars:
+            break
+        work = candidate
+    text = render(work)
+    while len(text) > max_chars:
+        # Trim the longest section until the whole summary fits.
+        longest = max(SECTIONS, key=lambda s: len("\n".join(sections[s])))
+        if not sections[longest] or (
+            len(sections[longest]) == 1 and len(sections[longest][0]) < 40
+        ):
+            return text[:max_chars]
+        if len(sections[longest]) > 1:
+            sections[longest].pop()
+        else:
+            sections[longest][0] = _clip(sections[longest][0], len(sections[longest][0]) // 2)
+        text = render(work)
+    return text

@@ -1,0 +1,149 @@
+from __future__ import annotations
+
+from dataclasses import replace
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from steerable_compaction import Message
+from steerable_compaction.compaction import (
+    FoldRewrite,
+    NothingToDo,
+    SummaryNeeded,
+    pair_issues,
+    plan_compaction,
+    select_regions,
+    text_pointer_span,
+)
+
+from .compaction_helpers import Knobs, apply_plan, est, session, tool_round, total
+from .strategies import agent_transcripts
+
+
+def test_r17_fold_alone_when_it_brings_pressure_under_threshold() -> None:
+    """R17: if the post-fold estimate is under threshold, the plan is a fold: no LLM call."""
+    messages = session(10)
+    pressure = total(messages)
+    knobs = Knobs(threshold_tokens=pressure - 500)
+    plan = plan_compaction(messages, knobs, pressure=pressure, estimate=est)
+    assert isinstance(plan, FoldRewrite)
+    assert plan.action == "compact"
+    assert not plan.horizonless
+    assert plan.post_tokens == pressure - plan.prune.saved_tokens < knobs.threshold_tokens
+    assert plan.pre_tokens == pressure
+
+
+def test_r20_summary_when_fold_is_not_enough() -> None:
+    """R20: still over threshold after the fold, the middle is summarized (warm replay)."""
+    messages = session(10)
+    pressure = total(messages)
+    plan = plan_compaction(messages, Knobs(threshold_tokens=200), pressure=pressure, estimate=est)
+    assert isinstance(plan, SummaryNeeded)
+    regions = select_regions(messages, 6)
+    assert plan.request.span == regions.middle
+    assert plan.replaced == regions.tail_start - regions.head_end
+    assert plan.middle_tokens == total(messages[regions.head_end : regions.tail_start])
+    assert plan.fold.changed  # the fold was tried first
+
+
+def test_r25_summary_request_replays_the_pre_fold_span() -> None:
+    """R25: the replay holds the raw results the fold would have folded, not fold markers."""
+    messages = session(10)
+    plan = plan_compaction(
+        messages, Knobs(threshold_tokens=200), pressure=total(messages), estimate=est
+    )
+    assert isinstance(plan, SummaryNeeded)
+    folded = {e.index for e in plan.fold.edits}
+    for i in folded:
+        assert plan.request.messages[i] is messages[i]
+
+
+def test_aggressive_mode_summarizes_even_when_fold_would_do() -> None:
+    """Overflow and manual paths summarize whenever there is a middle."""
+    messages = session(10)
+    pressure = total(messages)
+    knobs = Knobs(threshold_tokens=pressure - 500)
+    plan = plan_compaction(messages, knobs, pressure=pressure, estimate=est, mode="aggressive")
+    assert isinstance(plan, SummaryNeeded)
+
+
+def test_r14_fold_only_mode_never_summarizes() -> None:
+    """R14: micro-compaction folds (action `micro_compact`) and never plans a summary."""
+    messages = session(10)
+    plan = plan_compaction(
+        messages,
+        Knobs(threshold_tokens=10),
+        pressure=total(messages),
+        estimate=est,
+        mode="fold_only",
+    )
+    assert isinstance(plan, FoldRewrite)
+    assert plan.action == "micro_compact"
+    again = plan_compaction(
+        list(plan.prune.messages), Knobs(), pressure=0, estimate=est, mode="fold_only"
+    )
+    assert isinstance(again, NothingToDo)
+
+
+def test_r18_horizonless_fallback_when_the_tail_is_the_pressure() -> None:
+    """R18: with an empty middle, fold inside the tail but spare the newest turn (R23)."""
+    messages = [Message.system("s"), Message.user("g")]
+    for i in range(4):
+        messages += tool_round(i, "q" * 8_000)
+    knobs = Knobs(threshold_tokens=100, keep_last_messages=20, keep_last_tool_results=1)
+    assert select_regions(messages, 20).middle_empty
+    plan = plan_compaction(messages, knobs, pressure=total(messages), estimate=est)
+    assert isinstance(plan, FoldRewrite)
+    assert plan.horizonless
+    assert sorted(e.index for e in plan.prune.edits) == [3, 5, 7]
+    assert plan.prune.messages[-1] is messages[-1]
+    assert plan.prune.messages[-2] is messages[-2]
+
+
+def test_nothing_to_do_when_nothing_can_change() -> None:
+    """A transcript with an empty middle and nothing foldable yields `NothingToDo`."""
+    messages = [Message.system("s"), Message.user("g"), *tool_round(0, "short")]
+    plan = plan_compaction(messages, Knobs(threshold_tokens=1), pressure=10_000, estimate=est)
+    assert isinstance(plan, NothingToDo)
+    assert "middle is empty" in plan.reason
+    micro = plan_compaction(messages, Knobs(), pressure=0, estimate=est, mode="fold_only")
+    assert isinstance(micro, NothingToDo)
+
+
+def test_plan_reads_a_real_policy() -> None:
+    """Planning accepts any object with the policy's knobs (here a replaced dataclass)."""
+    messages = session(10)
+    knobs = replace(Knobs(), keep_last_messages=2, threshold_tokens=50)
+    plan = plan_compaction(messages, knobs, pressure=total(messages), estimate=est)
+    assert isinstance(plan, SummaryNeeded)
+    assert plan.request.span == (2, len(messages) - 2)
+
+
+@given(
+    agent_transcripts(max_rounds=10, restored_orphans=False),
+    st.integers(1, 8),
+    st.sampled_from(["normal", "aggressive", "fold_only"]),
+    st.integers(0, 3),
+)
+def test_planned_projection_keeps_head_tail_and_pairs_intact(
+    messages: list[Message], keep: int, mode: str, keep_results: int
+) -> None:
+    """Property: any plan keeps head and tail byte-identical and breaks no call/result pair.
+
+    The replay is the pre-compaction messages up to the tail plus exactly one user instruction.
+    """
+    knobs = Knobs(threshold_tokens=1, keep_last_messages=keep, keep_last_tool_results=keep_results)
+    plan = plan_compaction(messages, knobs, pressure=total(messages), estimate=est, mode=mode)  # type: ignore[arg-type]
+    after = apply_plan(messages, plan)
+    regions = plan.regions
+    assert after[: regions.head_end] == messages[: regions.head_end]
+    if not (isinstance(plan, FoldRewrite) and plan.horizonless):
+        tail = len(messages) - regions.tail_start
+        assert after[len(after) - tail :] == messages[regions.tail_start :]
+    assert not pair_issues(after)
+    if isinstance(plan, SummaryNeeded):
+        assert plan.request.replay == text_pointer_span(messages[: regions.tail_start])
+        assert plan.request.messages[-1].role == "user"
+        assert len(plan.request.messages) == regions.tail_start + 1
+    if isinstance(plan, FoldRewrite):
+        assert plan.post_tokens <= plan.pre_tokens

@@ -1,0 +1,203 @@
+from __future__ import annotations
+
+import hashlib
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from steerable_compaction import ImagePart, Message, TextPart, ToolResult
+from steerable_compaction.compaction import (
+    FOLD_PREFIX,
+    fold_marker,
+    image_pointer,
+    is_folded,
+    prune,
+    select_regions,
+)
+
+from .compaction_helpers import PNG, est, image_message, session
+from .strategies import agent_transcripts
+
+
+def run(messages: list[Message], **overrides: object):  # type: ignore[no-untyped-def]
+    regions = select_regions(messages, 6)
+    kw: dict[str, object] = {
+        "start": regions.head_end,
+        "horizon": regions.tail_start,
+        "keep_last_tool_results": 2,
+        "fold_excerpt_chars": 160,
+        "image_offload": True,
+        "keep_last_images": 1,
+        "estimate": est,
+    }
+    kw.update(overrides)
+    return prune(messages, **kw)  # type: ignore[arg-type]
+
+
+def test_r17_fold_marker_keeps_tool_name_size_seq_and_head_tail_excerpt() -> None:
+    """R17: a fold keeps the tool name, original size, record seq and `fold_excerpt_chars`."""
+    body = "HEAD" + "m" * 5_000 + "TAIL"
+    folded = fold_marker(
+        ToolResult(call_id="c", content=(TextPart(text=body),), is_error=True),
+        tool_name="read_file",
+        seq=41,
+        excerpt_chars=10,
+    )
+    assert folded.call_id == "c"
+    assert folded.is_error
+    assert folded.text == (
+        "[folded tool result: read_file, 5,008 chars; the full result is in record seq 41]\n"
+        "HEADm\n…\nmTAIL"
+    )
+
+
+def test_r17_short_results_are_kept_whole_in_the_marker() -> None:
+    """A result shorter than the excerpt budget is quoted in full after the header."""
+    folded = fold_marker(
+        ToolResult(call_id="c", content=(TextPart(text="tiny"),)),
+        tool_name="ls",
+        seq=None,
+        excerpt_chars=160,
+    )
+    assert folded.text.endswith("the full result is in the record]\ntiny")
+
+
+def test_r17_folds_results_older_than_keep_last_tool_results_in_the_middle() -> None:
+    """R17: every middle result but the newest `keep_last_tool_results` is folded, with seqs."""
+    messages = session(8)
+    seqs = [100 + i for i in range(len(messages))]
+    result = run(messages, seqs=seqs)
+    regions = select_regions(messages, 6)
+    folded = [e.index for e in result.edits]
+    expected = [
+        i for i in range(regions.head_end, regions.tail_start) if messages[i].role == "tool"
+    ]
+    assert folded == expected
+    assert result.folded == len(expected)
+    for i in folded:
+        text = result.messages[i].text
+        assert text.startswith(f"{FOLD_PREFIX}read_file, ")
+        assert f"record seq {100 + i}" in text
+    assert result.saved_tokens == sum(est(messages[i]) - est(result.messages[i]) for i in folded)
+
+
+def test_r18_fold_never_touches_the_tail_horizon_regression() -> None:
+    """R18 regression: with 3 results in the 6-message tail and keep 2, the 3rd stays raw.
+
+    The spec's bug: fold kept the newest 2 results while the tail kept 3, so a tail result was
+    folded and the next summary replayed the folded text, losing its needle for good.
+    """
+    messages = session(8)
+    regions = select_regions(messages, 6)
+    tail_results = [
+        i for i in range(regions.tail_start, len(messages)) if messages[i].role == "tool"
+    ]
+    assert len(tail_results) == 3
+    result = run(messages)
+    assert all(e.index < regions.tail_start for e in result.edits)
+    for i in tail_results:
+        assert result.messages[i] is messages[i]
+
+
+def test_prune_is_idempotent_and_skips_folds_that_would_not_shrink() -> None:
+    """Pruning a pruned transcript changes nothing; tiny results are not 'folded' bigger."""
+    messages = session(8)
+    once = run(messages)
+    twice = run(list(once.messages))
+    assert not twice.changed
+    assert all(is_folded(once.messages[e.index]) for e in once.edits)
+    tiny = session(8, body_chars=12)
+    assert not run(tiny).changed
+
+
+def test_r19_old_images_become_pointers_and_the_newest_are_kept() -> None:
+    """R19: images older than the newest `keep_last_images` become hash/media/round pointers."""
+    messages = [*session(2), image_message("a"), *session(3)[2:], image_message("b")]
+    regions = select_regions(messages, 2)
+    rounds = list(range(len(messages)))
+    result = run(messages, horizon=regions.tail_start, rounds=rounds)
+    assert result.offloaded == 1
+    (edit,) = [e for e in result.edits if e.index == 6]
+    digest = hashlib.sha256(PNG + b"a").hexdigest()[:12]
+    assert edit.message == Message.user(f"[image offloaded: {digest}, image/png, round 6]")
+    assert result.messages[-1] is messages[-1]
+
+
+def test_r19_image_offload_can_be_switched_off() -> None:
+    """R19: `image_offload=False` keeps every image."""
+    messages = [*session(2), image_message("a"), *session(3)[2:], image_message("b")]
+    result = run(messages, image_offload=False, keep_last_tool_results=100)
+    assert result.offloaded == 0
+    assert not result.changed
+
+
+def test_r19_fold_and_offload_each_follow_their_own_rule_inside_one_result() -> None:
+    """A folded result keeps its images unless they are old enough to offload (R17 + R19)."""
+    shot = ImagePart(media_type="image/png", data=PNG)
+    messages = session(1)
+    messages.append(Message.assistant("look"))
+    messages[3] = Message.tool("call_0", [TextPart(text="y" * 3000), shot])
+    messages += session(4)[2:]
+    kept = run(messages)
+    assert is_folded(kept.messages[3])
+    assert kept.messages[3].images == (shot,)  # the newest image: kept even though folded
+    assert kept.offloaded == 0
+    newer = [*messages, image_message("newer")]
+    result = run(newer, horizon=len(newer) - 6)
+    folded = result.messages[3]
+    assert is_folded(folded)
+    assert not folded.images
+    assert folded.tool_result is not None
+    assert folded.tool_result.content[-1] == TextPart(text=image_pointer(shot, 0))
+    assert result.offloaded == 1
+
+
+def test_r19_url_images_and_unknown_media_types_get_pointers_too() -> None:
+    """A URL image is hashed by its URL and named `unknown` when it has no media type."""
+    pointer = image_pointer(ImagePart(url="https://example.com/a.png"), 4)
+    digest = hashlib.sha256(b"https://example.com/a.png").hexdigest()[:12]
+    assert pointer == f"[image offloaded: {digest}, unknown, round 4]"
+
+
+def test_offload_inside_a_kept_tool_result_replaces_only_the_image() -> None:
+    """An image in a result that is not folded is offloaded in place, keeping its text."""
+    shot = ImagePart(media_type="image/jpeg", data=b"\xff\xd8jpeg")
+    messages = session(3)
+    messages[5] = Message.tool("call_1", [TextPart(text="screenshot"), shot])
+    messages += [image_message("new"), Message.assistant("seen")]
+    result = run(messages, keep_last_tool_results=10, horizon=len(messages) - 2)
+    assert result.messages[5] == Message.tool(
+        "call_1", [TextPart(text="screenshot"), TextPart(text=image_pointer(shot, 0))]
+    )
+
+
+def test_protected_indices_are_never_touched() -> None:
+    """Indices in `protect` stay raw even inside the range."""
+    messages = session(6)
+    result = run(messages, start=2, horizon=len(messages), protect=set(range(len(messages))))
+    assert not result.changed
+
+
+@given(agent_transcripts(max_rounds=10), st.integers(0, 4), st.integers(0, 3))
+def test_prune_only_edits_inside_its_range_and_keeps_roles_and_call_ids(
+    messages: list[Message], keep_results: int, keep_images: int
+) -> None:
+    """Property: edits lie in [start, horizon), keep role and call id, and never add images."""
+    regions = select_regions(messages, 4)
+    result = run(
+        messages,
+        start=regions.head_end,
+        horizon=regions.tail_start,
+        keep_last_tool_results=keep_results,
+        keep_last_images=keep_images,
+    )
+    for edit in result.edits:
+        assert regions.head_end <= edit.index < regions.tail_start
+        old, new = messages[edit.index], edit.message
+        assert old.role == new.role
+        if old.tool_result is not None:
+            assert new.tool_result is not None
+            assert new.tool_result.call_id == old.tool_result.call_id
+        assert len(new.images) < len(old.images) or (old.tool_result and is_folded(new))
+    assert result.messages[: regions.head_end] == tuple(messages[: regions.head_end])
+    assert result.messages[regions.tail_start :] == tuple(messages[regions.tail_start :])

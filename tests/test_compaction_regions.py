@@ -1,0 +1,170 @@
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from steerable_compaction import Message, ToolCall
+from steerable_compaction.compaction import (
+    pair_issues,
+    repair_tool_pairs,
+    select_regions,
+    summary_message,
+)
+
+from .compaction_helpers import session, tool_round
+from .strategies import agent_transcripts, message_lists
+
+
+def test_r21_head_is_system_messages_and_the_first_user_message() -> None:
+    """R21: the head ends right after the goal; every leading system message is in it."""
+    messages = [Message.system("a"), Message.system("b"), Message.user("goal"), *session(4)[2:]]
+    regions = select_regions(messages, keep_last_messages=2)
+    assert regions.head_end == 3
+    assert regions.tail_start == len(messages) - 2
+    assert regions.middle == (3, len(messages) - 2)
+
+
+def test_r21_goal_found_after_restored_tool_results() -> None:
+    """R21: when a restored log starts with tool results, the goal is still found behind them."""
+    messages = [
+        Message.system("s"),
+        Message.tool("gone_1", "orphan output"),
+        Message.user("the real goal"),
+        *session(4)[2:],
+    ]
+    assert select_regions(messages, 2).head_end == 3
+
+
+def test_r21_without_a_user_message_the_head_is_the_leading_system_messages() -> None:
+    """R21: no user message at all leaves only the system prompt in the head."""
+    messages = [Message.system("s"), *session(3)[2:]]
+    assert select_regions(messages, 2).head_end == 1
+
+
+def test_r21_a_summary_is_never_mistaken_for_the_goal() -> None:
+    """R21: an earlier summary sits in the next compaction's middle, not in its head."""
+    first = session(6)
+    regions = select_regions(first, 4)
+    compacted = [
+        *first[: regions.head_end],
+        summary_message("first summary", regions.tail_start - regions.head_end),
+        *first[regions.tail_start :],
+        *tool_round(50, "more"),
+        *tool_round(51, "more"),
+    ]
+    again = select_regions(compacted, 4)
+    assert again.head_end == 2
+    assert again.head_end <= 2 < again.tail_start  # the old summary is in the middle
+
+
+def test_r22_tail_widens_back_to_the_issuer_of_its_results() -> None:
+    """R22: a tail that would start inside a parallel-call group widens to its assistant."""
+    calls = [ToolCall(id=f"p{i}", name="grep") for i in range(4)]
+    messages = [
+        *session(3),
+        Message.assistant("in parallel", calls),
+        *[Message.tool(f"p{i}", f"hit {i}") for i in range(4)],
+        Message.assistant("done"),
+    ]
+    regions = select_regions(messages, keep_last_messages=3)
+    assert messages[regions.tail_start].tool_calls == tuple(calls)
+
+
+def test_r22_restored_orphan_in_the_tail_does_not_disable_planning() -> None:
+    """R22: a tail result whose issuer is gone (cut log) is planned as is; the middle remains."""
+    messages = [*session(5), Message.tool("vanished", "late result"), Message.assistant("ok")]
+    regions = select_regions(messages, keep_last_messages=2)
+    assert not regions.middle_empty
+    assert regions.tail_start == len(messages) - 2
+
+
+def test_r23_the_newest_turn_and_all_its_results_stay_in_the_tail() -> None:
+    """R23: even with `keep_last_messages=1` the just-called tools' results are never shadowed."""
+    calls = [ToolCall(id=f"n{i}", name="run") for i in range(3)]
+    messages = [
+        *session(4),
+        Message.assistant(None, calls),
+        *[Message.tool(f"n{i}", "out") for i in range(3)],
+    ]
+    regions = select_regions(messages, keep_last_messages=1)
+    assert regions.tail_start == len(messages) - 4
+
+
+@given(agent_transcripts(max_rounds=8), st.integers(1, 10))
+def test_regions_are_ordered_and_the_tail_issues_every_call_it_answers(
+    messages: list[Message], keep: int
+) -> None:
+    """Property: 0 <= head_end <= tail_start <= n and no tail result answers a middle call."""
+    regions = select_regions(messages, keep)
+    assert 0 <= regions.head_end <= regions.tail_start <= len(messages)
+    middle_calls = {
+        c.id for m in messages[regions.head_end : regions.tail_start] for c in m.tool_calls
+    }
+    for message in messages[regions.tail_start :]:
+        result = message.tool_result
+        assert result is None or result.call_id not in middle_calls
+
+
+@given(agent_transcripts(max_rounds=8, restored_orphans=True), st.integers(1, 10))
+def test_r22b_summarizing_introduces_no_broken_pair(messages: list[Message], keep: int) -> None:
+    """Property: head + summary + tail breaks no call/result pair that was intact before."""
+    regions = select_regions(messages, keep)
+    if regions.middle_empty:
+        return
+    after = [
+        *messages[: regions.head_end],
+        summary_message("s", regions.tail_start - regions.head_end),
+        *messages[regions.tail_start :],
+    ]
+    before = pair_issues(messages)
+    issues = pair_issues(after)
+    orphan_ids = {after[i].tool_result.call_id for i in issues.orphan_results}  # type: ignore[union-attr]
+    old_orphans = {messages[i].tool_result.call_id for i in before.orphan_results}  # type: ignore[union-attr]
+    assert orphan_ids <= old_orphans
+    assert {cid for _, cid in issues.unanswered_calls} <= {
+        cid for _, cid in before.unanswered_calls
+    }
+
+
+def test_r22b_repair_turns_orphans_into_notes_and_answers_dangling_calls() -> None:
+    """R22b: an orphan result becomes a user note; an unanswered call gets an explicit result."""
+    call = ToolCall(id="c1", name="grep")
+    lonely = ToolCall(id="c2", name="ls")
+    messages = [
+        Message.user("goal"),
+        Message.tool("gone", "what it said", is_error=True),
+        Message.assistant(None, [call, lonely]),
+        Message.tool("c1", "found"),
+        Message.user("next"),
+    ]
+    repaired = repair_tool_pairs(messages)
+    assert repaired[1] == Message.user(
+        "[tool result for call 'gone', whose call is not in this transcript, an error]:\n"
+        "what it said"
+    )
+    assert repaired[2:4] == messages[2:4]
+    assert repaired[4] == Message.tool("c2", "[no result recorded for ls call 'c2']", is_error=True)
+    assert repaired[5] == messages[4]
+    assert not pair_issues(repaired)
+    assert pair_issues(messages).orphan_results == (1,)
+
+
+def test_repair_of_a_healthy_transcript_changes_nothing() -> None:
+    """A transcript without pairing issues comes back as the same message objects."""
+    messages = session(3)
+    repaired = repair_tool_pairs(messages)
+    assert all(a is b for a, b in zip(repaired, messages, strict=True))
+
+
+def test_repair_answers_a_dangling_call_at_the_very_end() -> None:
+    """A final assistant turn whose calls have no results gets them appended."""
+    messages = [Message.user("g"), Message.assistant(None, [ToolCall(id="z", name="run")])]
+    repaired = repair_tool_pairs(messages)
+    assert repaired[-1].tool_result is not None
+    assert repaired[-1].tool_result.call_id == "z"
+
+
+@given(message_lists(max_size=12))
+def test_r22b_repair_leaves_no_pairing_issue_in_any_message_list(messages: list[Message]) -> None:
+    """Property: whatever the input, the repaired transcript has no orphan and no dangling call."""
+    assert not pair_issues(repair_tool_pairs(messages))

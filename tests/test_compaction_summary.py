@@ -1,0 +1,163 @@
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+
+from steerable_compaction import ImagePart, Message, TextPart, ToolCall
+from steerable_compaction.compaction import (
+    SECTIONS,
+    SUMMARY_INSTRUCTION,
+    build_summary_request,
+    excerpt_summary,
+    image_pointer,
+    select_regions,
+    summary_message,
+    text_pointer_span,
+)
+
+from .compaction_helpers import PNG, image_message, session, tool_round
+from .strategies import agent_transcripts
+
+
+def test_r24_request_is_head_plus_middle_verbatim_plus_one_instruction() -> None:
+    """R24: the replay is the session's own messages (same objects), then one user instruction."""
+    messages = session(6)
+    span = select_regions(messages, 4).middle
+    request = build_summary_request(messages, span)
+    assert request.replay == tuple(messages[: span[1]])
+    assert all(a is b for a, b in zip(request.replay, messages, strict=False))
+    assert request.instruction == Message.user(SUMMARY_INSTRUCTION)
+    assert request.messages[-1].role == "user"
+    assert [m.role for m in request.messages].count("system") == 1  # no foreign system prompt
+    assert request.span == span
+
+
+def test_r26_no_message_is_truncated() -> None:
+    """R26: a 300k-character tool result reaches the summarizer whole."""
+    messages = [*session(1), *tool_round(9, "z" * 300_000), *session(3)[2:]]
+    request = build_summary_request(messages, select_regions(messages, 2).middle)
+    assert any(m.text == "z" * 300_000 for m in request.messages)
+
+
+def test_r27_the_request_asks_for_no_new_cache_entry() -> None:
+    """R27: summary requests carry `cache_retention="none"`."""
+    request = build_summary_request(session(3), (2, 6))
+    assert request.cache_retention == "none"
+
+
+def test_r28_images_become_pointers_for_a_text_only_summarizer() -> None:
+    """R28: no image bytes reach a text-only summarizer; text-only messages pass untouched."""
+    shot = ImagePart(media_type="image/png", data=PNG)
+    messages = [*session(1), image_message("x"), Message.tool("call_0", [TextPart(text="t"), shot])]
+    messages[3] = messages.pop()  # the result now carries an image
+    messages += session(3)[2:]
+    span = select_regions(messages, 2).middle
+    request = build_summary_request(messages, span, rounds=list(range(len(messages))))
+    assert not any(m.images for m in request.messages)
+    assert request.messages[4] == Message.user(image_pointer(messages[4].images[0], 4))
+    result = request.messages[3].tool_result
+    assert result is not None
+    assert result.content == (TextPart(text="t"), TextPart(text=image_pointer(shot, 3)))
+    assert request.messages[2] is messages[2]
+
+
+def test_r28_the_turn_model_itself_gets_images_verbatim() -> None:
+    """R28: when the summarizer is the turn model, images replay as they were (cache stays warm)."""
+    messages = [*session(1), image_message("x"), *session(3)[2:]]
+    span = select_regions(messages, 2).middle
+    request = build_summary_request(messages, span, replay_images=True)
+    assert request.replay == tuple(messages[: span[1]])
+
+
+def test_text_pointer_span_keeps_text_only_messages_as_the_same_objects() -> None:
+    """Pure text spans pass through byte-identical (the same objects)."""
+    messages = session(3)
+    assert all(a is b for a, b in zip(text_pointer_span(messages), messages, strict=True))
+
+
+def test_a_span_that_does_not_fit_is_a_value_error() -> None:
+    """A span beyond the transcript is a programming error, reported as such."""
+    with pytest.raises(ValueError, match="does not fit"):
+        build_summary_request(session(1), (2, 9))
+
+
+def test_r29_the_instruction_asks_for_the_fixed_checkpoint_sections_text_only() -> None:
+    """R29: the instruction names every checkpoint section in order and asks for text only."""
+    positions = [SUMMARY_INSTRUCTION.index(f"## {name}") for name in SECTIONS]
+    assert positions == sorted(positions)
+    assert SECTIONS == (
+        "Primary Request",
+        "Key Technical Concepts",
+        "Files and Code",
+        "Errors and Fixes",
+        "Current Work",
+        "Next Step",
+    )
+    assert "text only" in SUMMARY_INSTRUCTION
+
+
+def test_r30_replacement_is_a_user_message_wrapping_the_summary() -> None:
+    """R30: the replacement is a user message in `<compacted-summary>` with a count line."""
+    message = summary_message("  ## Primary Request\nfix it\n", 7)
+    assert message.role == "user"
+    assert message.text == (
+        "<compacted-summary>\n## Primary Request\nfix it\n</compacted-summary>\n\n"
+        "(This summary replaces 7 earlier messages of this conversation; the originals remain "
+        "in the record. Continue the work from here.)"
+    )
+    assert "replaces 1 earlier message of" in summary_message("s", 1).text
+
+
+def test_r20_excerpt_summary_keeps_goal_tools_paths_errors_and_recent_work() -> None:
+    """R20 fallback: the excerpt keeps the goal, tool names, file paths, error lines, excerpts."""
+    calls = [ToolCall(id="a", name="run_tests", arguments='{"path": "tests/test_app.py"}')]
+    messages = [
+        Message.system("s"),
+        Message.user("Make the login page accept unicode names."),
+        Message.assistant("Running the tests.", calls),
+        Message.tool(
+            "a", "collected 3 items\nE   UnicodeDecodeError: bad byte in src/auth/login.py"
+        ),
+        Message.assistant("Next I will patch src/auth/login.py to decode as UTF-8."),
+        *tool_round(1, "ok"),
+    ]
+    text = excerpt_summary(messages, (2, 5), max_chars=3000)
+    assert [line for line in text.splitlines() if line.startswith("## ")] == [
+        f"## {name}" for name in SECTIONS
+    ]
+    assert "Make the login page accept unicode names." in text
+    assert "run_tests x1" in text
+    assert "- src/auth/login.py" in text
+    assert "- tests/test_app.py" in text
+    assert "E   UnicodeDecodeError: bad byte in src/auth/login.py" in text
+    assert "patch src/auth/login.py to decode as UTF-8" in text.split("## Next Step")[1]
+    assert "tool result (run_tests)" in text
+    assert len(text) <= 3000
+    assert excerpt_summary(messages, (2, 5), max_chars=3000) == text
+
+
+@given(agent_transcripts(max_rounds=12))
+def test_excerpt_summary_always_fits_its_budget_and_names_all_sections(
+    messages: list[Message],
+) -> None:
+    """Property: any span gives a summary within `max_chars`, with every section."""
+    regions = select_regions(messages, 2)
+    text = excerpt_summary(messages, regions.middle, max_chars=1200)
+    assert len(text) <= 1200
+    for name in SECTIONS:
+        assert f"## {name}" in text
+
+
+def test_excerpt_summary_of_a_huge_span_is_bounded_and_keeps_the_newest_work() -> None:
+    """A span far larger than the budget keeps the newest messages' excerpts, within budget."""
+    messages = session(200, body_chars=3_000)
+    regions = select_regions(messages, 4)
+    text = excerpt_summary(messages, regions.middle, max_chars=4000)
+    assert len(text) <= 4000
+    current = text.split("## Current Work\n")[1].split("\n\n## Next Step")[0].splitlines()
+    assert current[-1].startswith("- tool result (read_file): # file m197 x = 1 x = 1")
+    assert current[-2] == "- assistant → read_file: Step 197."
+    assert text.split("## Next Step\n")[1] == "Step 197."
+    files = text.split("## Files and Code\n")[1].split("\n\n")[0].splitlines()
+    assert files[-1] == "- src/m197.py"
+    assert len(files) == 40
