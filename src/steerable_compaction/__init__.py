@@ -1,7 +1,7 @@
 """steerable-compaction: keep a long agent turn inside the context window.
 
-The public surface is listed in `__all__`; everything in a module whose name starts with an
-underscore is private.
+The public surface is listed in `__all__`; names not listed there (and modules whose name starts
+with an underscore) may change without notice.
 """
 
 from __future__ import annotations
@@ -20,6 +20,20 @@ from .errors import (
     RecordLockedError,
 )
 from .messages import ImagePart, Message, TextPart, ToolCall, ToolResult
+from .record import (
+    CompactionBoundary,
+    CompactionStart,
+    CompactionSummary,
+    JsonlRecord,
+    MemoryRecord,
+    MessageAppended,
+    Record,
+    Reminder,
+    SqliteRecord,
+    open_record,
+    project,
+)
+from .wire import from_anthropic, from_openai, to_anthropic, to_openai
 
 try:
     __version__ = version("steerable-compaction")
@@ -27,19 +41,34 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree wi
     __version__ = "0+unknown"
 
 __all__ = [
+    "CompactionBoundary",
     "CompactionError",
+    "CompactionStart",
+    "CompactionSummary",
     "ConfigError",
     "ContextOverflowError",
     "ConversionError",
     "ImagePart",
+    "JsonlRecord",
+    "MemoryRecord",
     "Message",
+    "MessageAppended",
     "MessageError",
     "OverflowRetriesExhaustedError",
     "ProviderError",
+    "Record",
     "RecordError",
     "RecordLockedError",
+    "Reminder",
+    "SqliteRecord",
     "TextPart",
     "ToolCall",
     "ToolResult",
     "__version__",
+    "from_anthropic",
+    "from_openai",
+    "open_record",
+    "project",
+    "to_anthropic",
+    "to_openai",
 ]

@@ -17,7 +17,6 @@ JSON form (not a provider wire format; see `steerable_compaction.wire` for those
 from __future__ import annotations
 
 import base64
-import binascii
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -36,6 +35,7 @@ __all__ = [
     "ToolResult",
     "message_from_dict",
     "message_to_dict",
+    "messages_from_dicts",
 ]
 
 Role: TypeAlias = Literal["system", "user", "assistant", "tool"]
@@ -51,7 +51,9 @@ class TextPart:
 
     def __post_init__(self) -> None:
         if not isinstance(self.text, str):
-            raise MessageError(f"text must be a string, got {type(self.text).__name__}")
+            raise MessageError(
+                f"text must be a string, got {type(self.text).__name__}", field="text"
+            )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -366,7 +368,7 @@ def _part_from_dict(obj: Any) -> Part:
                 raise MessageError("image data must be base64 text", field="data")
             try:
                 raw = base64.b64decode(data, validate=True)
-            except binascii.Error as exc:
+            except ValueError as exc:  # binascii.Error, or non-ASCII text
                 raise MessageError(f"bad base64: {exc}", field="data") from None
         return ImagePart(media_type=obj.get("media_type"), data=raw, url=obj.get("url"))
     raise MessageError(f"unknown part type {kind!r}", field="type")
