@@ -109,3 +109,16 @@ def test_module_entry_point_runs_the_cli(tmp_path: Path) -> None:
     )
     assert "1 events, 1 messages, 0 compactions" in done.stdout
     assert "(none)" in done.stdout
+
+
+def test_running_the_package_as_a_module_calls_main(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`python -m steerable_compaction` dispatches to `cli.main` and exits with its status."""
+    import runpy
+
+    monkeypatch.setattr(sys, "argv", ["steerable-compaction"])
+    with pytest.raises(SystemExit) as info:
+        runpy.run_module("steerable_compaction", run_name="__main__")
+    assert info.value.code == 2
+    assert "usage:" in capsys.readouterr().out
