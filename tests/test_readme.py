@@ -12,9 +12,7 @@ def python_blocks() -> list[str]:
     return re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), flags=re.S)
 
 
-def test_readme_quickstart_runs_as_written(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_readme_quickstart_runs_as_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every Python block in the README runs unchanged and the quickstart's claims hold."""
     monkeypatch.chdir(tmp_path)
     blocks = python_blocks()

@@ -20,6 +20,7 @@ from .errors import (
     RecordLockedError,
 )
 from .messages import ImagePart, Message, TextPart, ToolCall, ToolResult
+from .policy import CompactionPolicy, resolve_compaction_policy, resolve_context_window
 from .record import (
     CompactionBoundary,
     CompactionStart,
@@ -43,6 +44,7 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree wi
 __all__ = [
     "CompactionBoundary",
     "CompactionError",
+    "CompactionPolicy",
     "CompactionStart",
     "CompactionSummary",
     "ConfigError",
@@ -69,6 +71,8 @@ __all__ = [
     "from_openai",
     "open_record",
     "project",
+    "resolve_compaction_policy",
+    "resolve_context_window",
     "to_anthropic",
     "to_openai",
 ]

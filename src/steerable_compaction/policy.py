@@ -1,0 +1,367 @@
+"""The compaction policy and the one place that decides it (R4, R5, R11).
+
+`resolve_compaction_policy(model, max_context_tokens, **overrides)` runs once at assembly time;
+hooks only read the `CompactionPolicy` it returns. Order: window (explicit, else the model
+catalogue) → window tier → model-family rule → explicit overrides (validated last).
+
+| knob                            | desktop tier (< 200,000) | large tier (>= 200,000) |
+|---------------------------------|--------------------------|-------------------------|
+| `keep_last_messages`            | 6                        | 16                      |
+| `keep_last_tool_results`        | 2                        | 16                      |
+| `fold_excerpt_chars`            | 160                      | 4000                    |
+| `keep_last_images`              | 1                        | 4                       |
+| `threshold_ratio`               | 0.8                      | 0.8                     |
+| `recompact_margin_ratio`        | 0.1                      | 0.1                     |
+| `image_offload`                 | True                     | True                    |
+| `micro_compact_interval_rounds` | 0 (off)                  | 0 (off)                 |
+| `rapid_refill_window_rounds`    | 3                        | 3                       |
+| `max_rapid_refills`             | 3                        | 3                       |
+| `max_consecutive_failures`      | 3                        | 3                       |
+| `max_overflow_retries`          | 2                        | 2                       |
+| `summarizer_enabled`            | True                     | True                    |
+
+Threshold (R11): `min(floor(window * threshold_ratio), window - reserve - headroom)`. Unless
+set explicitly, `reserve = min(output need, window // 4, 32768)` (output need: the family rule,
+else the catalogue's max output, else `window // 8`), raised to `window - max input` for models
+with a separate input limit; `headroom = min(window // 16, 65536)` (65,536 is the reference
+harness's fixed headroom). Input limits aside, the caps keep `reserve + headroom` within 5/16 of
+the window, so a derived threshold is never below `min(window * ratio, 11/16 * window)`: 3,276
+tokens at 4k, 6,553 at 8k. Explicit values are taken as given; a combination that leaves no room
+raises `ConfigError`. `max_context_tokens` must lie in [1,024, 100,000,000].
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+from types import MappingProxyType
+from typing import Any, Final, NamedTuple, TypeVar
+
+from .errors import ConfigError
+
+__all__ = ["CompactionPolicy", "resolve_compaction_policy", "resolve_context_window"]
+
+
+class _Tier(NamedTuple):
+    keep_last_messages: int
+    keep_last_tool_results: int
+    fold_excerpt_chars: int
+    keep_last_images: int
+
+
+_DESKTOP: Final = _Tier(
+    keep_last_messages=6, keep_last_tool_results=2, fold_excerpt_chars=160, keep_last_images=1
+)
+_LARGE: Final = _Tier(
+    keep_last_messages=16, keep_last_tool_results=16, fold_excerpt_chars=4000, keep_last_images=4
+)
+_LARGE_TIER_MIN_WINDOW: Final = 200_000
+
+_MIN_WINDOW: Final = 1024
+_MAX_WINDOW: Final = 100_000_000
+_RESERVE_CAP: Final = 32_768  # longer replies are rare; the overflow path (R13) catches them
+_HEADROOM_CAP: Final = 65_536
+
+# Integer knobs: (lowest, highest or None). `None` as a value is allowed only for the two
+# window-derived knobs, meaning "derive from the window" (see the module docstring).
+_INT_BOUNDS: Final[Mapping[str, tuple[int, int | None]]] = {
+    "max_context_tokens": (_MIN_WINDOW, _MAX_WINDOW),
+    "keep_last_messages": (1, None),
+    "keep_last_tool_results": (0, None),
+    "fold_excerpt_chars": (0, None),
+    "keep_last_images": (0, None),
+    "micro_compact_interval_rounds": (0, None),
+    "rapid_refill_window_rounds": (1, None),
+    "max_rapid_refills": (1, None),
+    "max_consecutive_failures": (1, None),
+    "max_overflow_retries": (0, None),
+    "reserved_output_tokens": (0, None),
+    "headroom_tokens": (0, None),
+}
+_DERIVED: Final = frozenset({"reserved_output_tokens", "headroom_tokens"})
+_BOOLS: Final = ("image_offload", "summarizer_enabled")
+
+
+def _check_int(key: str, value: object) -> int:
+    """`value` if it is an int (not a bool) inside `_INT_BOUNDS[key]`, else `ConfigError`."""
+    low, high = _INT_BOUNDS[key]
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or value < low
+        or (high is not None and value > high)
+    ):
+        allowed = f"an int in [{low}, {high}]" if high is not None else f"an int >= {low}"
+        if key in _DERIVED:
+            allowed += " or None (derive from the window)"
+        raise ConfigError(key, value, allowed)
+    return value
+
+
+def _scaled(window: int, ratio: float) -> int:
+    """`floor(window * ratio)` in decimal arithmetic, so 0.29 * 100 is 29, not 28."""
+    return int(Decimal(window) * Decimal(repr(ratio)))
+
+
+def _derived_reserve(window: int, output_need: int | None, max_input: int | None = None) -> int:
+    need = window // 8 if output_need is None else output_need
+    reserve = min(need, window // 4, _RESERVE_CAP)
+    if max_input is not None:  # a hard input limit below the window fences off the rest
+        reserve = max(reserve, window - max_input)
+    return reserve
+
+
+def _derived_headroom(window: int) -> int:
+    return min(window // 16, _HEADROOM_CAP)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CompactionPolicy:
+    """Every knob of compaction, validated on construction; see the module docstring table.
+
+    Build one with `resolve_compaction_policy`; construct it directly only when you mean to set
+    the knobs yourself. `reserved_output_tokens` / `headroom_tokens` of `None` derive from the
+    window.
+    """
+
+    max_context_tokens: int
+    threshold_ratio: float = 0.8
+    keep_last_messages: int = _DESKTOP.keep_last_messages
+    keep_last_tool_results: int = _DESKTOP.keep_last_tool_results
+    fold_excerpt_chars: int = _DESKTOP.fold_excerpt_chars
+    image_offload: bool = True
+    keep_last_images: int = _DESKTOP.keep_last_images
+    recompact_margin_ratio: float = 0.1
+    micro_compact_interval_rounds: int = 0
+    rapid_refill_window_rounds: int = 3
+    max_rapid_refills: int = 3
+    max_consecutive_failures: int = 3
+    max_overflow_retries: int = 2
+    reserved_output_tokens: int | None = None
+    headroom_tokens: int | None = None
+    summarizer_enabled: bool = True
+
+    def __post_init__(self) -> None:
+        for key in _INT_BOUNDS:
+            if getattr(self, key) is not None or key not in _DERIVED:
+                _check_int(key, getattr(self, key))
+        for key in _BOOLS:
+            if not isinstance(getattr(self, key), bool):
+                raise ConfigError(key, getattr(self, key), "a bool")
+        self._set_ratio("threshold_ratio", "a float in (0, 1]", lambda r: 0 < r <= 1)
+        self._set_ratio("recompact_margin_ratio", "a float in [0, 1)", lambda r: 0 <= r < 1)
+        window = self.max_context_tokens
+        if _scaled(window, self.threshold_ratio) < 1:
+            raise ConfigError(
+                "threshold_ratio",
+                self.threshold_ratio,
+                f"a float in (0, 1] with {window} * threshold_ratio >= 1 (max_context_tokens)",
+            )
+        reserve, headroom = self.effective_reserved_output_tokens, self.effective_headroom_tokens
+        if window - reserve - headroom < 1:
+            # Derived values always fit, so at least one of the two was set explicitly.
+            explicit = [
+                (value, key, getattr(self, key), other)
+                for value, key, other in (
+                    (reserve, "reserved_output_tokens", headroom),
+                    (headroom, "headroom_tokens", reserve),
+                )
+                if getattr(self, key) is not None
+            ]
+            _, key, raw, other = max(explicit, key=lambda candidate: candidate[0])
+            raise ConfigError(
+                key,
+                raw,
+                f"an int in [0, {max(window - other - 1, 0)}] so that max_context_tokens - "
+                "reserved_output_tokens - headroom_tokens >= 1",
+            )
+
+    def _set_ratio(self, key: str, allowed: str, ok: Callable[[float], bool]) -> None:
+        value = getattr(self, key)
+        if isinstance(value, bool) or not isinstance(value, int | float) or not ok(value):
+            raise ConfigError(key, value, allowed)
+        object.__setattr__(self, key, float(value))  # JSON may hand us `1`; store one type
+
+    @property
+    def effective_reserved_output_tokens(self) -> int:
+        """`reserved_output_tokens`, or the window rule's reserve when it is `None`."""
+        if self.reserved_output_tokens is not None:
+            return self.reserved_output_tokens
+        return _derived_reserve(self.max_context_tokens, None)
+
+    @property
+    def effective_headroom_tokens(self) -> int:
+        """`headroom_tokens`, or `min(window // 16, 65536)` when it is `None`."""
+        if self.headroom_tokens is not None:
+            return self.headroom_tokens
+        return _derived_headroom(self.max_context_tokens)
+
+    @property
+    def threshold_tokens(self) -> int:
+        """Pressure at which compaction fires (R11); always >= 1 and <= window * ratio."""
+        window = self.max_context_tokens
+        room = window - self.effective_reserved_output_tokens - self.effective_headroom_tokens
+        return min(_scaled(window, self.threshold_ratio), room)
+
+    @property
+    def recompact_margin_tokens(self) -> int:
+        """How far pressure must rise above the last post-compaction level (R31)."""
+        return _scaled(self.max_context_tokens, self.recompact_margin_ratio)
+
+    def replace(self, **changes: object) -> CompactionPolicy:
+        """A copy with `changes` applied and validated again; unknown knobs raise `ConfigError`."""
+        _reject_unknown(changes)
+        values: dict[str, Any] = dict(changes)  # each value is checked in `__post_init__`
+        return dataclasses.replace(self, **values)
+
+    def to_dict(self) -> dict[str, int | float | bool | None]:
+        """Every knob by name, JSON-ready, for harness files; `from_dict` reads it back."""
+        return {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, object]) -> CompactionPolicy:
+        """The policy in `data` (as `to_dict` writes it); unknown or missing knobs raise."""
+        if not isinstance(data, Mapping):
+            raise ConfigError("policy", data, "a mapping of knob names to values")
+        _reject_unknown(data)
+        if "max_context_tokens" not in data:
+            raise ConfigError("max_context_tokens", None, "a required int (the context window)")
+        values: dict[str, Any] = dict(data)
+        return cls(**values)
+
+
+_KNOBS: Final = frozenset(field.name for field in dataclasses.fields(CompactionPolicy))
+
+
+def _reject_unknown(data: Mapping[str, object]) -> None:
+    unknown = sorted(str(key) for key in data if key not in _KNOBS)
+    if unknown:
+        raise ConfigError(
+            ", ".join(unknown),
+            {key: data[key] for key in data if key not in _KNOBS},
+            "a CompactionPolicy knob: " + ", ".join(sorted(_KNOBS)),
+        )
+
+
+# -- model catalogue (R5) and family rules (R4) -------------------------------------------------
+
+
+_T = TypeVar("_T")
+
+
+class _ModelInfo(NamedTuple):
+    context_window: int
+    max_output_tokens: int | None = None
+    max_input_tokens: int | None = None  # only where the provider limits input below the window
+
+
+# Public provider figures. A pattern matches at a word start of the name after its last `/`
+# (so `openai/gpt-4o`, `us.anthropic.claude-…` and `llama3.1:8b` all work), case-insensitively;
+# the longest matched text wins, so `gpt-4o` beats `gpt-4`. Native windows only: a deployment
+# that extends one (Qwen with YaRN) passes `max_context_tokens` explicitly.
+_CATALOGUE: Final[tuple[tuple[str, _ModelInfo], ...]] = (
+    (r"gpt-3\.5-turbo", _ModelInfo(16_385, 4_096)),
+    (r"gpt-4", _ModelInfo(8_192, 8_192)),
+    (r"gpt-4-turbo", _ModelInfo(128_000, 4_096)),
+    (r"gpt-4o", _ModelInfo(128_000, 16_384)),
+    (r"gpt-4\.1", _ModelInfo(1_047_576, 32_768)),
+    (r"gpt-5", _ModelInfo(400_000, 128_000, max_input_tokens=272_000)),
+    (r"gpt-5(?:\.\d+)?-chat", _ModelInfo(128_000, 16_384)),
+    (r"o1", _ModelInfo(200_000, 100_000)),
+    (r"o1-mini", _ModelInfo(128_000, 65_536)),
+    (r"o1-preview", _ModelInfo(128_000, 32_768)),
+    (r"o3", _ModelInfo(200_000, 100_000)),
+    (r"o4-mini", _ModelInfo(200_000, 100_000)),
+    (r"claude-3", _ModelInfo(200_000, 4_096)),
+    (r"claude-3[.-]5", _ModelInfo(200_000, 8_192)),
+    (r"claude-3[.-]7", _ModelInfo(200_000, 64_000)),
+    (r"claude-sonnet-4", _ModelInfo(200_000, 64_000)),
+    (r"claude-opus-4", _ModelInfo(200_000, 32_000)),
+    (r"claude-haiku-4", _ModelInfo(200_000, 64_000)),
+    (r"deepseek-chat", _ModelInfo(128_000, 8_192)),
+    (r"deepseek-reasoner", _ModelInfo(128_000, 65_536)),
+    (r"qwen2\.5", _ModelInfo(32_768, 8_192)),
+    (r"qwen3", _ModelInfo(32_768)),
+    (r"qwen3[-:].*2507", _ModelInfo(262_144)),
+    (r"qwen3-coder", _ModelInfo(262_144)),
+    (r"gemma-?3", _ModelInfo(131_072)),
+    (r"gemma-?3[-:](?:270m|1b)", _ModelInfo(32_768)),
+    (r"gemma-?3n", _ModelInfo(32_768)),
+    (r"llama-?3", _ModelInfo(8_192)),
+    (r"llama-?3[.-][123](?!\d)", _ModelInfo(131_072)),
+)
+
+
+class _FamilyRule(NamedTuple):
+    why: str
+    output_need: int | None = None  # replaces the catalogue's max output; the window caps apply
+    knobs: Mapping[str, object] = MappingProxyType({})
+
+
+# Per-family overrides, matched like the catalogue; they win over the window tier. Add a row only
+# with evidence from real runs of that family.
+_FAMILY_RULES: tuple[tuple[str, _FamilyRule], ...] = (
+    (
+        r"o[134](?!\d)|deepseek-r(?:easoner|1)|qwq",
+        _FamilyRule("reasoning tokens are output: reserve the full cap", output_need=_RESERVE_CAP),
+    ),
+)
+
+
+def _longest_match(model: str | None, table: tuple[tuple[str, _T], ...]) -> _T | None:
+    if model is None:
+        return None
+    name = model.strip().lower().rsplit("/", 1)[-1]
+    best: tuple[int, _T] | None = None
+    for pattern, value in table:
+        found = re.search(rf"(?<![a-z0-9]){pattern}", name)
+        if found is not None and (best is None or len(found.group()) > best[0]):
+            best = (len(found.group()), value)
+    return None if best is None else best[1]
+
+
+def resolve_context_window(model: str | None) -> int | None:
+    """The catalogue's context window for `model`, or `None` when the model is unknown (R5)."""
+    info = _longest_match(model, _CATALOGUE)
+    return None if info is None else info.context_window
+
+
+def resolve_compaction_policy(
+    model: str | None, max_context_tokens: int | None = None, **overrides: object
+) -> CompactionPolicy:
+    """The policy for `model`: the single decision point (R4), run once at assembly time.
+
+    The window is `max_context_tokens` if given, else the catalogue's (R5); with neither this
+    raises `ConfigError("max_context_tokens", None, …)`. Family rules win over the window tier;
+    `overrides` (any knob but the window) win last and are validated like the rest.
+    """
+    if model is not None and not isinstance(model, str):
+        raise ConfigError("model", model, "a model name (str) or None")
+    info = _longest_match(model, _CATALOGUE)
+    if max_context_tokens is not None:
+        window = _check_int("max_context_tokens", max_context_tokens)
+    elif info is not None:
+        window = info.context_window
+    else:
+        raise ConfigError(
+            "max_context_tokens",
+            None,
+            f"an int in [{_MIN_WINDOW}, {_MAX_WINDOW}]: model {model!r} is not in the catalogue",
+        )
+    tier = _LARGE if window >= _LARGE_TIER_MIN_WINDOW else _DESKTOP
+    knobs: dict[str, object] = {"max_context_tokens": window, **tier._asdict()}
+    output_need = None if info is None else info.max_output_tokens
+    rule = _longest_match(model, _FAMILY_RULES)
+    if rule is not None:
+        knobs.update(rule.knobs)
+        if rule.output_need is not None:
+            output_need = rule.output_need
+    max_input = None if info is None else info.max_input_tokens
+    knobs["reserved_output_tokens"] = _derived_reserve(window, output_need, max_input)
+    knobs["headroom_tokens"] = _derived_headroom(window)
+    _reject_unknown(overrides)
+    knobs.update(overrides)
+    return CompactionPolicy.from_dict(knobs)
