@@ -18,6 +18,7 @@ from .events import (
     Event,
     MessageAppended,
     Reminder,
+    SummarySource,
     Usage,
 )
 from .projection import OpenBracket, Projection, project
@@ -51,6 +52,7 @@ __all__ = [
     "Record",
     "Reminder",
     "SqliteRecord",
+    "SummarySource",
     "Usage",
     "decode_entry",
     "encode_entry",

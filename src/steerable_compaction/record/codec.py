@@ -73,7 +73,10 @@ def _event_fields(event: Event) -> dict[str, Any]:
                 "trigger": event.trigger,
             }
         case CompactionSummary():
-            return {"compaction_id": event.compaction_id, "summary": event.summary}
+            out = {"compaction_id": event.compaction_id, "summary": event.summary}
+            if event.source != "summarizer":
+                out["source"] = event.source
+            return out
         case CompactionBoundary():
             boundary: dict[str, Any] = {
                 "action": event.action,
@@ -177,7 +180,9 @@ def _decode_start(f: _Fields) -> Event:
 
 def _decode_summary(f: _Fields) -> Event:
     return CompactionSummary(
-        compaction_id=f.get("compaction_id", str), summary=f.get("summary", str)
+        compaction_id=f.get("compaction_id", str),
+        summary=f.get("summary", str),
+        source=f.get("source", str, "summarizer"),
     )
 
 

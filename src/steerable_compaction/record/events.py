@@ -36,6 +36,7 @@ __all__ = [
     "EventKind",
     "MessageAppended",
     "Reminder",
+    "SummarySource",
     "Usage",
 ]
 
@@ -122,17 +123,23 @@ class CompactionStart:
         _check_choice("trigger", self.trigger, TRIGGERS)
 
 
+SummarySource: TypeAlias = Literal["summarizer", "excerpt"]
+"""Who wrote a summary: the LLM summarizer, or the deterministic excerpt fallback."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CompactionSummary:
     """The summary a bracket paid for, recorded before the bracket closes (reused on recovery)."""
 
     compaction_id: str
     summary: str
+    source: SummarySource = "summarizer"
     kind: Literal["compaction_summary"] = "compaction_summary"
 
     def __post_init__(self) -> None:
         if not self.compaction_id:
             raise RecordError("compaction_id must be a non-empty string")
+        _check_choice("source", self.source, frozenset(get_args(SummarySource)))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -1,0 +1,122 @@
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from steerable_compaction import resolve_compaction_policy
+from steerable_compaction.compaction.state import (
+    EngineState,
+    after_forced,
+    after_pressure_compaction,
+    begin_round,
+    begin_turn,
+    healthy,
+    micro_due,
+    pressure_gate,
+)
+
+POLICY = resolve_compaction_policy(None, 10_000, reserved_output_tokens=0, headroom_tokens=0)
+
+
+def test_policy_numbers_used_here() -> None:
+    """The numbers these tests reason with."""
+    assert (POLICY.threshold_tokens, POLICY.recompact_margin_tokens) == (8_000, 1_000)
+
+
+def test_r16_below_threshold_proceeds_and_resets_both_counters() -> None:
+    """R16: under threshold nothing happens and both breaker counters reset."""
+    state = EngineState(consecutive_failures=2, rapid_refills=2, circuit="rapid_refill")
+    assert pressure_gate(state, POLICY, 7_999) == "below_threshold"
+    assert healthy(state) == EngineState()
+
+
+def test_r12_at_threshold_the_pressure_path_compacts() -> None:
+    """R12: pressure at or above the threshold compacts (no earlier compaction)."""
+    assert pressure_gate(EngineState(), POLICY, 8_000) == "compact"
+
+
+def test_r31_hysteresis_blocks_recompaction_inside_the_margin() -> None:
+    """R31: after a compaction, the next needs pressure >= post level + margin."""
+    state = EngineState(last_post_tokens=7_500)
+    assert pressure_gate(state, POLICY, 8_499) == "hysteresis"
+    assert pressure_gate(state, POLICY, 8_500) == "compact"
+
+
+def test_r32_three_ineffective_compactions_open_the_circuit() -> None:
+    """R32: a compaction whose post is still >= threshold is ineffective; 3 in a row open it."""
+    state = EngineState()
+    for n in range(1, 4):
+        state = begin_round(state)
+        assert not state.circuit_open
+        state = after_pressure_compaction(state, POLICY, post_tokens=8_000, effective=True)
+        assert state.consecutive_failures == n
+    assert state.circuit == "consecutive_failures"
+    assert pressure_gate(state, POLICY, 50_000) == "circuit_open"
+
+
+def test_r32_an_effective_compaction_resets_the_failure_count() -> None:
+    """R32: a healthy compaction in between breaks the run of failures."""
+    state = after_pressure_compaction(EngineState(), POLICY, post_tokens=9_000, effective=True)
+    state = after_pressure_compaction(state, POLICY, post_tokens=9_000, effective=False)
+    state = after_pressure_compaction(state, POLICY, post_tokens=1_000, effective=True)
+    assert state.consecutive_failures == 0
+    assert not state.circuit_open
+
+
+def test_r33_three_rapid_refills_open_the_circuit() -> None:
+    """R33: compactions within 3 rounds of the previous one, 3 times in a row, open it."""
+    state = EngineState()
+    state = after_pressure_compaction(
+        replace(state, round=1), POLICY, post_tokens=2_000, effective=True
+    )
+    assert state.rapid_refills == 0
+    for n, round_ in enumerate((4, 7, 10), start=1):
+        state = after_pressure_compaction(
+            replace(state, round=round_), POLICY, post_tokens=2_000, effective=True
+        )
+        assert state.rapid_refills == n
+    assert state.circuit == "rapid_refill"
+
+
+def test_r33_a_slow_refill_is_not_a_refill() -> None:
+    """R33: four rounds after the previous compaction is outside the window: count resets."""
+    state = after_pressure_compaction(
+        EngineState(round=1, rapid_refills=2), POLICY, post_tokens=2_000, effective=True
+    )
+    state = after_pressure_compaction(
+        replace(state, round=5), POLICY, post_tokens=2_000, effective=True
+    )
+    assert state.rapid_refills == 0
+
+
+def test_r15_manual_resets_counters_and_closes_the_circuit() -> None:
+    """R15: a manual compaction resets both counters; it also sets the hysteresis level."""
+    state = EngineState(round=9, consecutive_failures=3, circuit="consecutive_failures")
+    after = after_forced(state, post_tokens=1_234, manual=True)
+    assert after.circuit is None
+    assert (after.consecutive_failures, after.rapid_refills) == (0, 0)
+    assert (after.last_post_tokens, after.last_compaction_round) == (1_234, 9)
+
+
+def test_forced_overflow_compaction_keeps_the_counters() -> None:
+    """An overflow compaction records its level but leaves the breakers as they are."""
+    state = EngineState(round=3, consecutive_failures=2, circuit=None)
+    after = after_forced(state, post_tokens=None, manual=False)
+    assert after == state
+    assert after_forced(state, post_tokens=10, manual=False).consecutive_failures == 2
+
+
+@pytest.mark.parametrize(
+    ("every", "round_", "due"), [(0, 5, False), (3, 3, True), (3, 4, False), (3, 0, False)]
+)
+def test_r14_micro_compaction_is_due_every_n_rounds(every: int, round_: int, due: bool) -> None:
+    """R14: micro-compaction runs on every N-th round, and never when N is 0 (the default)."""
+    policy = POLICY.replace(micro_compact_interval_rounds=every)
+    assert micro_due(EngineState(round=round_), policy) is due
+
+
+def test_r13_turns_reset_the_overflow_budget() -> None:
+    """R13: the overflow retry budget is per turn."""
+    state = begin_turn(EngineState(turn=1, overflow_retries=2))
+    assert (state.turn, state.overflow_retries) == (2, 0)
