@@ -34,6 +34,7 @@ from .record import (
     open_record,
     project,
 )
+from .tokens import TokenMeter, estimate_tokens
 from .wire import from_anthropic, from_openai, to_anthropic, to_openai
 
 try:
@@ -64,9 +65,11 @@ __all__ = [
     "Reminder",
     "SqliteRecord",
     "TextPart",
+    "TokenMeter",
     "ToolCall",
     "ToolResult",
     "__version__",
+    "estimate_tokens",
     "from_anthropic",
     "from_openai",
     "open_record",

