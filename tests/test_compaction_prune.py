@@ -201,3 +201,16 @@ def test_prune_only_edits_inside_its_range_and_keeps_roles_and_call_ids(
         assert len(new.images) < len(old.images) or (old.tool_result and is_folded(new))
     assert result.messages[: regions.head_end] == tuple(messages[: regions.head_end])
     assert result.messages[regions.tail_start :] == tuple(messages[regions.tail_start :])
+
+
+def test_keeping_more_results_than_exist_keeps_them_all() -> None:
+    """Regression: `keep_last_tool_results` above the number of results folds nothing."""
+    messages = session(8)
+    assert not run(messages, keep_last_tool_results=20, image_offload=False).changed
+    assert not run(messages, keep_last_tool_results=8).changed
+    everywhere = len(messages)
+    assert (
+        run(messages, keep_last_tool_results=0, horizon=everywhere).folded
+        == run(messages, horizon=everywhere).folded + 2
+        == 8
+    )

@@ -161,3 +161,19 @@ def test_excerpt_summary_of_a_huge_span_is_bounded_and_keeps_the_newest_work() -
     files = text.split("## Files and Code\n")[1].split("\n\n")[0].splitlines()
     assert files[-1] == "- src/m197.py"
     assert len(files) == 40
+
+
+def test_excerpt_summary_trims_long_sections_to_fit_a_small_budget() -> None:
+    """Dozens of error lines and paths are trimmed so the summary still fits its budget."""
+    noisy = "\n".join(f"E   ValueError: bad value {i} in src/pkg/mod_{i}.py" for i in range(60))
+    messages = [
+        Message.system("s"),
+        Message.user("goal " * 200),
+        *tool_round(0, noisy),
+        *tool_round(1, "ok"),
+    ]
+    text = excerpt_summary(messages, (2, 4), max_chars=900)
+    assert len(text) <= 900
+    for name in SECTIONS:
+        assert f"## {name}" in text
+    assert "bad value 59" in text  # the newest error survives the trimming

@@ -5,6 +5,8 @@ from pathlib import Path
 
 import pytest
 
+from steerable_compaction import Compactor
+
 README = Path(__file__).parent.parent / "README.md"
 
 
@@ -20,10 +22,14 @@ def test_readme_quickstart_runs_as_written(tmp_path: Path, monkeypatch: pytest.M
     namespace: dict[str, object] = {}
     for block in blocks:
         exec(compile(block, str(README), "exec"), namespace)  # the README is ours to run
-    request = namespace["request"]
-    raw = namespace["raw"]
-    assert isinstance(request, list) and len(request) == 3
-    assert isinstance(raw, list) and len(raw) == 4
+    compactor = namespace["compactor"]
+    assert isinstance(compactor, Compactor)
+    infos = compactor.record.compactions()
+    assert infos and all(c.post_tokens is not None and c.post_tokens < c.pre_tokens for c in infos)
+    assert compactor.record.message_count == 2 + 2 * 119  # the last round is not prepared yet
+    request, raw = namespace["request"], namespace["raw"]
+    assert isinstance(request, list) and len(request) == 2
+    assert isinstance(raw, list) and len(raw) == 2
 
 
 def test_readme_names_the_two_commands_that_ci_runs() -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
 
+from .compactor import Compactor
 from .errors import (
     CompactionError,
     ConfigError,
@@ -19,6 +20,7 @@ from .errors import (
     RecordError,
     RecordLockedError,
 )
+from .hooks import ChainHooks, CompactionHooks
 from .messages import ImagePart, Message, TextPart, ToolCall, ToolResult
 from .policy import CompactionPolicy, resolve_compaction_policy, resolve_context_window
 from .record import (
@@ -43,11 +45,14 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree wi
     __version__ = "0+unknown"
 
 __all__ = [
+    "ChainHooks",
     "CompactionBoundary",
     "CompactionError",
+    "CompactionHooks",
     "CompactionPolicy",
     "CompactionStart",
     "CompactionSummary",
+    "Compactor",
     "ConfigError",
     "ContextOverflowError",
     "ConversionError",

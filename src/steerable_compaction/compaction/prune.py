@@ -140,13 +140,12 @@ def prune(
     """
     names = {cid: call.name for cid, (_, call) in call_sites(messages).items()}
     results = [i for i, m in enumerate(messages) if m.role == "tool"]
-    keep_results = (
-        set(results[len(results) - keep_last_tool_results :]) if keep_last_tool_results else set()
-    )
+    # The newest results stay readable wherever they stand (fewer than asked: all of them).
+    keep_results = set(results[max(len(results) - keep_last_tool_results, 0) :])
     image_slots: list[int] = []  # message index of every image, in transcript order
     for i, m in enumerate(messages):
         image_slots.extend([i] * len(m.images))
-    first_kept_image = len(image_slots) - keep_last_images if keep_last_images else len(image_slots)
+    first_kept_image = len(image_slots) - keep_last_images  # negative: every image is kept
     offload = {
         n
         for n, i in enumerate(image_slots)

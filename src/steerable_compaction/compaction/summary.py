@@ -225,15 +225,13 @@ def excerpt_summary(
         work = candidate
     text = render(work)
     while len(text) > max_chars:
-        # Trim the longest section until the whole summary fits.
-        longest = max(SECTIONS, key=lambda s: len("\n".join(sections[s])))
-        if not sections[longest] or (
-            len(sections[longest]) == 1 and len(sections[longest][0]) < 40
-        ):
-            return text[:max_chars]
-        if len(sections[longest]) > 1:
-            sections[longest].pop()
+        # Trim the longest section, oldest lines first, until the whole summary fits.
+        lines = max(sections.values(), key=lambda ls: sum(len(line) for line in ls))
+        if len(lines) > 1:
+            del lines[0]
+        elif lines and len(lines[0]) > 40:
+            lines[0] = _clip(lines[0], len(lines[0]) // 2)
         else:
-            sections[longest][0] = _clip(sections[longest][0], len(sections[longest][0]) // 2)
+            return text[:max_chars]
         text = render(work)
     return text

@@ -1,0 +1,172 @@
+"""`Compactor`: the compaction engine for people who run their own agent loop.
+
+```python
+compactor = Compactor(resolve_compaction_policy("gpt-4o"), summarizer=my_summarizer)
+messages = [Message.system("…"), Message.user("…")]
+while True:
+    messages = compactor.prepare(messages, last_prompt_tokens=usage)  # maybe compacted
+    reply, usage = call_model(messages)                                # your own call
+    messages.append(reply)                                             # + tool results …
+```
+
+Pass back the list `prepare` returned with the new messages appended; the compactor appends
+those to its record, compacts when a path calls for it and returns what to send. The record (a
+`MemoryRecord` unless you give one) keeps every original message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from typing import Any, TypeVar
+
+from .compaction import SummaryRequest
+from .errors import ContextOverflowError, MessageError
+from .hooks import CompactionHooks, RequestErrorContext, StepContext, Summarizer
+from .messages import Message
+from .policy import CompactionPolicy
+from .record import MemoryRecord, Record
+from .tokens import TokenMeter
+
+__all__ = ["Compactor"]
+
+_T = TypeVar("_T")
+
+AnySummarizer = Callable[[SummaryRequest], Awaitable[str]] | Callable[[SummaryRequest], str]
+
+
+def _as_async(summarizer: AnySummarizer | None) -> Summarizer | None:
+    if summarizer is None:
+        return None
+    if inspect.iscoroutinefunction(summarizer) or inspect.iscoroutinefunction(
+        getattr(summarizer, "__call__", None)  # noqa: B004 - callable objects with async __call__
+    ):
+        return summarizer  # type: ignore[return-value]
+    sync = summarizer
+
+    async def call(request: SummaryRequest) -> str:
+        result = sync(request)
+        if inspect.isawaitable(result):
+            return await result
+        return result
+
+    return call
+
+
+class Compactor:
+    """Prepare each request of your own loop: append new messages, compact, return the projection.
+
+    `summarizer` may be sync or async; it gets a `SummaryRequest` (send `request.messages` to
+    your model, ideally the turn model itself, with no new cache breakpoint) and returns the
+    summary text. Without one, the deterministic excerpt summary is used.
+    """
+
+    def __init__(
+        self,
+        policy: CompactionPolicy,
+        *,
+        record: Record | None = None,
+        summarizer: AnySummarizer | None = None,
+        model: str | None = None,
+        meter: TokenMeter | None = None,
+        replay_images: bool = False,
+        summarizer_timeout: float | None = 300.0,
+    ) -> None:
+        self.record = record if record is not None else MemoryRecord()
+        self.hooks = CompactionHooks(
+            self.record,
+            policy,
+            summarizer=_as_async(summarizer),
+            meter=meter,
+            model=model,
+            replay_images=replay_images,
+            summarizer_timeout=summarizer_timeout,
+        )
+        self._sent: list[Message] | None = None
+        self._round = 0
+        self._turn = 0
+
+    @property
+    def policy(self) -> CompactionPolicy:
+        """The resolved policy in force."""
+        return self.hooks.policy
+
+    def new_turn(self) -> None:
+        """Mark the start of a user turn (the overflow retry budget is per turn)."""
+        self._turn += 1
+
+    def request_compact(self) -> None:
+        """Compact at the next `prepare`, whatever the pressure (R15)."""
+        self.hooks.request_compact()
+
+    def pressure(self) -> int:
+        """The current pressure estimate in tokens."""
+        return self.hooks.pressure()
+
+    def _take_new(self, messages: Sequence[Message]) -> Sequence[Message]:
+        base = self._sent if self._sent is not None else list(self.record.projection.messages)
+        if len(messages) < len(base):
+            raise MessageError(
+                f"got {len(messages)} messages but the last prepared request had {len(base)}: "
+                "pass back the list prepare() returned, with new messages appended"
+            )
+        for i, (ours, theirs) in enumerate(zip(base, messages, strict=False)):
+            if ours is not theirs and ours != theirs:
+                raise MessageError(
+                    "differs from the message prepare() returned at this position; pass back "
+                    "the list prepare() returned, with new messages appended",
+                    index=i,
+                )
+        return messages[len(base) :]
+
+    async def prepare_async(
+        self, messages: Sequence[Message], last_prompt_tokens: int | None = None
+    ) -> list[Message]:
+        """Append what is new in `messages`, compact if needed, and return what to send.
+
+        `last_prompt_tokens` is the provider's `prompt_tokens` for the previous request.
+        """
+        new = self._take_new(messages)
+        if last_prompt_tokens is not None and self._sent is not None:
+            self.hooks.observe(last_prompt_tokens, len(self._sent))
+        for message in new:
+            self.record.append_message(message)
+        self._round += 1
+        await self.hooks.pre_step(
+            StepContext(record=self.record, round=self._round, turn=self._turn)
+        )
+        self._sent = list(self.record.projection.messages)
+        return list(self._sent)
+
+    def prepare(
+        self, messages: Sequence[Message], last_prompt_tokens: int | None = None
+    ) -> list[Message]:
+        """`prepare_async` for synchronous loops (not callable from a running event loop)."""
+        return _run(self.prepare_async(messages, last_prompt_tokens))
+
+    async def recover_overflow_async(self, error: ContextOverflowError) -> list[Message]:
+        """After a context-overflow error: compact and return the messages to retry with.
+
+        Raises `OverflowRetriesExhaustedError` past the per-turn bound (R13).
+        """
+        await self.hooks.on_request_error(
+            RequestErrorContext(
+                record=self.record, round=self._round, turn=self._turn, error=error, attempt=1
+            )
+        )
+        self._sent = list(self.record.projection.messages)
+        return list(self._sent)
+
+    def recover_overflow(self, error: ContextOverflowError) -> list[Message]:
+        """`recover_overflow_async` for synchronous loops."""
+        return _run(self.recover_overflow_async(error))
+
+
+def _run(coro: Coroutine[Any, Any, _T]) -> _T:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    coro.close()
+    raise RuntimeError("called from a running event loop: use the *_async method instead")

@@ -1,0 +1,596 @@
+"""The hook protocol the loop calls, and `CompactionHooks`, the compaction engine's shell.
+
+The loop calls, in the harness's order, `pre_step` before every model request,
+`on_request_error` after a failed request, and `post_tool_result` before a tool result is
+appended (R3). Each hook receives one frozen context object, so fields can be added without
+breaking implementers, and returns a decision.
+
+`CompactionHooks` does the I/O of compaction and nothing clever: the transitions are the pure
+functions of `compaction.state`, the rewrite is planned by `compaction.plan_compaction`, and the
+record is the only thing written. A summarizing compaction writes `compaction_start` before the
+summarizer is called, then `compaction_summary`, then the boundary (R36, R38).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Literal, Protocol, TypeAlias, assert_never
+
+from .compaction import (
+    FoldRewrite,
+    NothingToDo,
+    SummaryNeeded,
+    SummaryRequest,
+    excerpt_summary,
+    plan_compaction,
+    summary_message,
+)
+from .compaction.state import (
+    CircuitReason,
+    EngineState,
+    Gate,
+    after_forced,
+    after_pressure_compaction,
+    healthy,
+    micro_due,
+    pressure_gate,
+)
+from .errors import ContextOverflowError, OverflowRetriesExhaustedError
+from .messages import Message, ToolResult
+from .policy import CompactionPolicy
+from .record import (
+    CompactionAction,
+    CompactionBoundary,
+    CompactionStart,
+    CompactionSummary,
+    CompactionTrigger,
+    MessageAppended,
+    Record,
+    Reminder,
+    SummarySource,
+)
+from .tokens import TokenMeter
+
+__all__ = [
+    "THRASHING_REASON",
+    "ChainHooks",
+    "CompactionHooks",
+    "CompactionOutcome",
+    "Hooks",
+    "PreStepAction",
+    "RequestErrorContext",
+    "RetryAction",
+    "StepContext",
+    "Summarizer",
+    "ToolResultContext",
+    "compaction_thrashing_reminder",
+]
+
+logger = logging.getLogger("steerable_compaction.hooks")
+
+Summarizer: TypeAlias = Callable[[SummaryRequest], Awaitable[str]]
+"""Answers a summary request with the summary text; raises on failure."""
+
+THRASHING_REASON = "compaction_thrashing"
+
+
+# -- the protocol -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepContext:
+    """Handed to `pre_step`: the record, and which round (request) and user turn this is."""
+
+    record: Record
+    round: int
+    turn: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RequestErrorContext:
+    """Handed to `on_request_error`: the failed request's error and attempt number."""
+
+    record: Record
+    round: int
+    turn: int
+    error: BaseException
+    attempt: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolResultContext:
+    """Handed to `post_tool_result`: the result about to be appended, and its tool's name."""
+
+    record: Record
+    tool_name: str
+    result: ToolResult
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CompactionOutcome:
+    """What one compaction did. `written` is false when the record was left unchanged."""
+
+    trigger: CompactionTrigger
+    written: bool
+    effective: bool
+    pre_tokens: int
+    post_tokens: int
+    action: CompactionAction | None = None
+    compaction_id: str | None = None
+    summarizer_called: bool = False
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PreStepAction:
+    """`pre_step`'s decision: go on with the request; what was compacted on the way."""
+
+    compactions: tuple[CompactionOutcome, ...] = ()
+    gate: Gate | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RetryAction:
+    """Retry the failed request after `delay_s` seconds."""
+
+    delay_s: float = 0.0
+    reason: str = ""
+
+
+class Hooks(Protocol):
+    """What the loop calls. Implement the ones you need; `ChainHooks` runs several in order."""
+
+    async def pre_step(self, ctx: StepContext, /) -> PreStepAction:
+        """Before every model request."""
+
+    async def on_request_error(self, ctx: RequestErrorContext, /) -> RetryAction | None:
+        """After a failed request: a `RetryAction` to retry, `None` to let the error through."""
+
+    async def post_tool_result(self, ctx: ToolResultContext, /) -> ToolResult:
+        """Before a tool result is appended: return it, or a replacement."""
+
+
+class ChainHooks:
+    """Runs hooks in order.
+
+    Every `pre_step` runs; the first `on_request_error` that retries wins; each
+    `post_tool_result` sees the previous one's output.
+    """
+
+    def __init__(self, hooks: Sequence[Hooks]) -> None:
+        self.hooks = tuple(hooks)
+
+    async def pre_step(self, ctx: StepContext, /) -> PreStepAction:
+        """Run every hook's `pre_step`; the outcomes are concatenated."""
+        compactions: list[CompactionOutcome] = []
+        gate: Gate | None = None
+        for hook in self.hooks:
+            action = await hook.pre_step(ctx)
+            compactions.extend(action.compactions)
+            gate = action.gate or gate
+        return PreStepAction(compactions=tuple(compactions), gate=gate)
+
+    async def on_request_error(self, ctx: RequestErrorContext, /) -> RetryAction | None:
+        """The first hook that asks for a retry wins."""
+        for hook in self.hooks:
+            action = await hook.on_request_error(ctx)
+            if action is not None:
+                return action
+        return None
+
+    async def post_tool_result(self, ctx: ToolResultContext, /) -> ToolResult:
+        """Each hook sees the result as the previous hook left it."""
+        result = ctx.result
+        for hook in self.hooks:
+            result = await hook.post_tool_result(replace(ctx, result=result))
+        return result
+
+
+def compaction_thrashing_reminder(refills: int, window: int) -> Reminder:
+    """The `CompactionThrashingReminder` (R33): a notice for the model and the host."""
+    text = (
+        "<system-reminder>\n"
+        f"Context compaction is thrashing: the context filled up again within {window} rounds "
+        f"of the previous compaction, {refills} times in a row, so automatic compaction is "
+        "paused. Work in smaller steps: read only what you need, prefer targeted searches to "
+        "whole files, and write down findings instead of re-reading.\n"
+        "</system-reminder>"
+    )
+    return Reminder(reason=THRASHING_REASON, message=Message.user(text))
+
+
+# -- the engine shell ---------------------------------------------------------------------------
+
+
+class CompactionHooks:
+    """The compaction engine as hooks: pressure, overflow, micro and manual paths (R12-R15).
+
+    `summarizer` answers `SummaryRequest`s (usually the turn model through a provider); without
+    one, or with `policy.summarizer_enabled` false, the deterministic excerpt summary is used.
+    `replay_images=True` says the summarizer is the turn model itself, which saw the images
+    already (R28). Opening on a record whose last bracket is unclosed but already has its
+    summary closes it with that summary, without calling the summarizer again (R38).
+    """
+
+    def __init__(
+        self,
+        record: Record,
+        policy: CompactionPolicy,
+        *,
+        summarizer: Summarizer | None = None,
+        meter: TokenMeter | None = None,
+        model: str | None = None,
+        replay_images: bool = False,
+        summarizer_timeout: float | None = 300.0,
+    ) -> None:
+        self.record = record
+        self.policy = policy
+        self.meter = meter if meter is not None else TokenMeter(model)
+        self._summarizer = summarizer
+        self._replay_images = replay_images
+        self._timeout = summarizer_timeout
+        self._state = EngineState()
+        self._manual = False
+        self._assistant_seqs: list[int] = []
+        self._scanned = 0
+        self.last_outcome: CompactionOutcome | None = None
+        self.recovered: CompactionOutcome | None = self._recover()
+        self._observe_from_record()
+
+    # -- state ------------------------------------------------------------------------------
+
+    @property
+    def state(self) -> EngineState:
+        """The engine's counters, last compaction and circuit, as one value."""
+        return self._state
+
+    @property
+    def circuit_reason(self) -> CircuitReason | None:
+        """Why the pressure path is off (`None` while it is on)."""
+        return self._state.circuit
+
+    @property
+    def compact_requested(self) -> bool:
+        """Whether a manual compaction waits for the next `pre_step`."""
+        return self._manual
+
+    def pressure(self) -> int:
+        """The current pressure: observed prompt tokens plus the estimate of what came since."""
+        return self.meter.pressure(self.record.projection.messages)
+
+    def request_compact(self) -> None:
+        """Compact at the next `pre_step`, bypassing threshold, hysteresis and circuit (R15)."""
+        self._manual = True
+
+    def observe(self, prompt_tokens: int, message_count: int) -> None:
+        """Anchor the meter: the request of the first `message_count` messages cost this (R7)."""
+        self.meter.observe(prompt_tokens, message_count)
+
+    # -- hooks ------------------------------------------------------------------------------
+
+    def _sync(self, round_: int, turn: int) -> None:
+        state = self._state
+        if turn != state.turn:
+            state = replace(state, turn=turn, overflow_retries=0)
+        self._state = replace(state, round=round_)
+
+    async def pre_step(self, ctx: StepContext, /) -> PreStepAction:
+        """Compact when a path calls for it, then let the request go ahead."""
+        self._sync(ctx.round, ctx.turn)
+        done: list[CompactionOutcome] = []
+        if self._manual:
+            self._manual = False
+            outcome = await self._compact("manual", "aggressive")
+            self._state = after_forced(
+                self._state,
+                post_tokens=outcome.post_tokens if outcome.written else None,
+                manual=True,
+            )
+            return PreStepAction(compactions=(outcome,))
+        if micro_due(self._state, self.policy):
+            done.append(await self._compact("micro", "fold_only"))
+        pressure = self.pressure()
+        gate = pressure_gate(self._state, self.policy, pressure)
+        if gate == "below_threshold":
+            self._state = healthy(self._state)
+        elif gate == "compact":
+            outcome = await self._compact("pressure", "normal", pressure)
+            done.append(outcome)
+            was_open = self._state.circuit
+            self._state = after_pressure_compaction(
+                self._state,
+                self.policy,
+                post_tokens=outcome.post_tokens,
+                effective=outcome.effective,
+            )
+            if was_open is None and self._state.circuit == "rapid_refill":
+                self.record.append(
+                    compaction_thrashing_reminder(
+                        self._state.rapid_refills, self.policy.rapid_refill_window_rounds
+                    )
+                )
+        return PreStepAction(compactions=tuple(done), gate=gate)
+
+    async def on_request_error(self, ctx: RequestErrorContext, /) -> RetryAction | None:
+        """On context overflow: compact (forced) and retry (R13).
+
+        At most `max_overflow_retries` per turn, then `OverflowRetriesExhaustedError`. Works
+        while the circuit is open.
+        """
+        if not isinstance(ctx.error, ContextOverflowError):
+            return None
+        self._sync(ctx.round, ctx.turn)
+        used = self._state.overflow_retries
+        if used >= self.policy.max_overflow_retries:
+            raise OverflowRetriesExhaustedError(used, str(ctx.error)) from ctx.error
+        self._state = replace(self._state, overflow_retries=used + 1)
+        outcome = await self._compact("overflow", "aggressive")
+        self._state = after_forced(
+            self._state,
+            post_tokens=outcome.post_tokens if outcome.written else None,
+            manual=False,
+        )
+        if not outcome.written:
+            raise OverflowRetriesExhaustedError(
+                used + 1, f"{ctx.error} (and nothing is left to compact: {outcome.reason})"
+            ) from ctx.error
+        return RetryAction(reason="compacted after a context overflow")
+
+    async def post_tool_result(self, ctx: ToolResultContext, /) -> ToolResult:
+        """Compaction leaves tool results as they are."""
+        return ctx.result
+
+    # -- compaction -------------------------------------------------------------------------
+
+    def _rounds(self, seqs: Sequence[int]) -> list[int]:
+        """Each message's round: how many assistant replies the record held before it."""
+        entries = self.record.entries
+        for entry in entries[self._scanned :]:
+            event = entry.event
+            if isinstance(event, MessageAppended) and event.message.role == "assistant":
+                self._assistant_seqs.append(entry.seq)
+        self._scanned = len(entries)
+        return [bisect.bisect_left(self._assistant_seqs, seq) for seq in seqs]
+
+    async def _compact(
+        self,
+        trigger: CompactionTrigger,
+        mode: Literal["normal", "aggressive", "fold_only"],
+        pressure: int | None = None,
+    ) -> CompactionOutcome:
+        projection = self.record.projection
+        messages = list(projection.messages)
+        seqs = list(projection.seqs)
+        pre = self.meter.pressure(messages) if pressure is None else pressure
+        plan = plan_compaction(
+            messages,
+            self.policy,
+            pressure=pre,
+            estimate=self.meter.estimate,
+            mode=mode,
+            seqs=seqs,
+            rounds=self._rounds(seqs),
+            replay_images=self._replay_images,
+        )
+        match plan:
+            case NothingToDo():
+                outcome = CompactionOutcome(
+                    trigger=trigger,
+                    written=False,
+                    effective=False,
+                    pre_tokens=pre,
+                    post_tokens=pre,
+                    reason=plan.reason,
+                )
+            case FoldRewrite():
+                self.record.append(
+                    CompactionBoundary(
+                        action=plan.action,
+                        trigger=trigger,
+                        pre_tokens=pre,
+                        post_tokens=plan.post_tokens,
+                        replacement_count=len(plan.prune.edits),
+                        edits=plan.prune.edits,
+                    )
+                )
+                self.meter.rewrite(messages, plan.prune.messages)
+                outcome = CompactionOutcome(
+                    trigger=trigger,
+                    written=True,
+                    effective=plan.post_tokens < self.policy.threshold_tokens,
+                    pre_tokens=pre,
+                    post_tokens=plan.post_tokens,
+                    action=plan.action,
+                    reason=f"folded {plan.prune.folded} results, offloaded "
+                    f"{plan.prune.offloaded} images",
+                )
+            case SummaryNeeded():
+                outcome = await self._summarize(plan, messages, trigger)
+            case _:
+                assert_never(plan)
+        self.last_outcome = outcome
+        if outcome.written:
+            logger.info(
+                "compaction %s/%s: %d -> %d tokens (%s)",
+                trigger,
+                outcome.action,
+                pre,
+                outcome.post_tokens,
+                outcome.reason,
+            )
+        return outcome
+
+    def _summarizer_on(self) -> bool:
+        return self._summarizer is not None and self.policy.summarizer_enabled
+
+    async def _summarize(
+        self, plan: SummaryNeeded, messages: list[Message], trigger: CompactionTrigger
+    ) -> CompactionOutcome:
+        start, end = plan.request.span
+        cid = f"k{len(self.record)}"
+        planned: CompactionAction = "summarize" if self._summarizer_on() else "excerpt"
+        self.record.append(
+            CompactionStart(
+                compaction_id=cid,
+                span=(start, end),
+                pre_tokens=plan.pre_tokens,
+                action=planned,
+                trigger=trigger,
+            )
+        )
+        summary, source, failure = await self._write_summary(plan, messages)
+        if summary is None:
+            # The bracket stays open: its span stays visible and nothing is lost (R37).
+            return CompactionOutcome(
+                trigger=trigger,
+                written=False,
+                effective=False,
+                pre_tokens=plan.pre_tokens,
+                post_tokens=plan.pre_tokens,
+                compaction_id=cid,
+                summarizer_called=planned == "summarize",
+                reason=failure,
+            )
+        self.record.append(CompactionSummary(compaction_id=cid, summary=summary, source=source))
+        return self._close(
+            cid,
+            plan.pre_tokens,
+            (start, end),
+            summary,
+            source,
+            trigger,
+            messages,
+            called=planned == "summarize",
+            failure=failure,
+        )
+
+    def _close(
+        self,
+        cid: str,
+        pre: int,
+        span: tuple[int, int],
+        summary: str,
+        source: SummarySource,
+        trigger: CompactionTrigger,
+        messages: list[Message],
+        *,
+        called: bool,
+        failure: str,
+    ) -> CompactionOutcome:
+        start, end = span
+        replacement = summary_message(summary, end - start)
+        after = [*messages[:start], replacement, *messages[end:]]
+        middle = sum(self.meter.estimate(m) for m in messages[start:end])
+        post = max(pre - middle + self.meter.estimate(replacement), 0)
+        action: CompactionAction = "summarize" if source == "summarizer" else "excerpt"
+        self.record.append(
+            CompactionBoundary(
+                action=action,
+                trigger=trigger,
+                pre_tokens=pre,
+                post_tokens=post,
+                replacement_count=end - start,
+                compaction_id=cid,
+                span=span,
+                replacement=(replacement,),
+            )
+        )
+        self.meter.rewrite(messages, after)
+        # A summarizer that failed counts as ineffective even when the excerpt saved the day.
+        effective = post < self.policy.threshold_tokens and not failure
+        return CompactionOutcome(
+            trigger=trigger,
+            written=True,
+            effective=effective,
+            pre_tokens=pre,
+            post_tokens=post,
+            action=action,
+            compaction_id=cid,
+            summarizer_called=called,
+            reason=failure or f"replaced {end - start} messages",
+        )
+
+    async def _write_summary(
+        self, plan: SummaryNeeded, messages: list[Message]
+    ) -> tuple[str | None, SummarySource, str]:
+        """The summary text and who wrote it, or `None` and why not."""
+        failure = ""
+        if self._summarizer_on():
+            assert self._summarizer is not None
+            try:
+                text = await asyncio.wait_for(self._summarizer(plan.request), self._timeout)
+            except Exception as exc:  # a failed summarizer must never lose the session
+                failure = f"summarizer failed: {type(exc).__name__}: {exc}"
+            else:
+                text = text.strip() if isinstance(text, str) else ""
+                if not text:
+                    failure = "summarizer returned an empty summary"
+                elif (
+                    self.meter.estimate(summary_message(text, plan.replaced)) >= plan.middle_tokens
+                ):
+                    failure = "summarizer's summary does not shrink the span"
+                else:
+                    return text, "summarizer", ""
+            logger.warning("%s; falling back to the excerpt summary", failure)
+        middle_chars = sum(len(m.text) for m in plan.request.replay[plan.request.span[0] :])
+        budget = max(400, min(12_000, middle_chars // 4))
+        excerpt = excerpt_summary(messages, plan.request.span, max_chars=budget)
+        if self.meter.estimate(summary_message(excerpt, plan.replaced)) < plan.middle_tokens:
+            return excerpt, "excerpt", failure
+        return (
+            None,
+            "excerpt",
+            (failure + "; " if failure else "") + ("the excerpt summary would not shrink the span"),
+        )
+
+    # -- recovery ---------------------------------------------------------------------------
+
+    def _recover(self) -> CompactionOutcome | None:
+        """Close the last bracket if a crash left it with its summary already paid for (R38)."""
+        brackets = self.record.projection.open_brackets
+        if not brackets or self.record.readonly:
+            return None
+        bracket = brackets[-1]
+        if bracket.summary is None:
+            return None  # the span stays visible; compaction is re-planned only if needed
+        # Only a bracket that nothing followed but its summary still addresses its span.
+        tail = self.record.entries[bracket.start_seq + 1 :]
+        if any(not isinstance(e.event, CompactionSummary) for e in tail):
+            return None
+        start = bracket.start
+        messages = list(self.record.projection.messages)
+        outcome = self._close(
+            start.compaction_id,
+            start.pre_tokens,
+            start.span,
+            bracket.summary.summary,
+            bracket.summary.source,
+            start.trigger,
+            messages,
+            called=False,
+            failure="",
+        )
+        logger.warning(
+            "closed bracket %s left open by an interrupted run, reusing its recorded summary",
+            start.compaction_id,
+        )
+        self.last_outcome = outcome
+        return outcome
+
+    def _observe_from_record(self) -> None:
+        """Seed the meter with the newest reply's usage, if no rewrite came after it."""
+        seqs = self.record.projection.seqs
+        for entry in reversed(self.record.entries):
+            event = entry.event
+            if isinstance(event, CompactionBoundary):
+                return
+            if isinstance(event, MessageAppended) and event.usage is not None:
+                for index in range(len(seqs) - 1, -1, -1):
+                    if seqs[index] == entry.seq:
+                        self.meter.observe(event.usage.prompt_tokens, index)
+                        return
+                return

@@ -1,0 +1,122 @@
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from steerable_compaction import (
+    ContextOverflowError,
+    Message,
+    MessageError,
+    OverflowRetriesExhaustedError,
+    resolve_compaction_policy,
+)
+from steerable_compaction.compaction import SummaryRequest
+from steerable_compaction.compactor import Compactor
+from steerable_compaction.record import JsonlRecord
+
+from .compaction_helpers import tool_round
+
+POLICY = resolve_compaction_policy(
+    None, 10_000, reserved_output_tokens=0, headroom_tokens=0, keep_last_tool_results=20
+)
+BODY = "the parser reads each token and records its position " * 60
+
+
+def grow(messages: list[Message], first: int, count: int) -> list[Message]:
+    for i in range(first, first + count):
+        messages.extend(tool_round(i, f"[n{i}] {BODY}"))
+    return messages
+
+
+def test_prepare_passes_messages_through_under_threshold() -> None:
+    """Under threshold `prepare` returns exactly what it was given, and records it."""
+    compactor = Compactor(POLICY)
+    messages = [Message.system("s"), Message.user("goal")]
+    out = compactor.prepare(messages)
+    assert out == messages
+    assert compactor.record.message_count == 2
+    out = compactor.prepare(grow(out, 0, 2))
+    assert compactor.record.message_count == 6
+    assert out == compactor.record.messages()
+
+
+def test_prepare_compacts_with_a_sync_summarizer_and_keeps_the_originals() -> None:
+    """A sync summarizer works; the returned list is compacted, the record keeps everything."""
+    requests: list[SummaryRequest] = []
+
+    def summarize(request: SummaryRequest) -> str:
+        requests.append(request)
+        return "## Primary Request\nfix positions"
+
+    compactor = Compactor(POLICY, summarizer=summarize)
+    messages = compactor.prepare(grow([Message.system("s"), Message.user("goal")], 0, 14))
+    assert len(requests) == 1
+    assert messages[2].text.startswith("<compacted-summary>\n## Primary Request")
+    assert compactor.record.message_count == 30
+    assert len(messages) < 30
+
+
+async def test_prepare_async_with_an_async_summarizer_and_usage_anchoring() -> None:
+    """`prepare_async` awaits an async summarizer; `last_prompt_tokens` anchors pressure (R7)."""
+
+    async def summarize(request: SummaryRequest) -> str:
+        return "## Primary Request\nfix positions"
+
+    compactor = Compactor(POLICY, summarizer=summarize)
+    messages = await compactor.prepare_async([Message.system("s"), Message.user("goal")])
+    messages.append(Message.assistant("thinking"))
+    messages = await compactor.prepare_async(messages, last_prompt_tokens=1_234)
+    assert compactor.pressure() == 1_234 + compactor.hooks.meter.estimate(messages[-1])
+    assert compactor.policy is POLICY
+
+
+def test_a_list_that_does_not_continue_the_last_request_is_refused() -> None:
+    """Editing what `prepare` returned raises `MessageError` naming the index; nothing is kept."""
+    compactor = Compactor(POLICY)
+    out = compactor.prepare([Message.system("s"), Message.user("goal")])
+    with pytest.raises(MessageError) as info:
+        compactor.prepare([out[0], Message.user("another goal")])
+    assert info.value.index == 1
+    with pytest.raises(MessageError, match="got 1 messages"):
+        compactor.prepare(out[:1])
+    assert compactor.record.message_count == 2
+
+
+def test_manual_compaction_and_overflow_recovery() -> None:
+    """`request_compact` compacts at the next prepare (R15); overflow recovery is bounded (R13)."""
+    compactor = Compactor(POLICY.replace(keep_last_messages=2))
+    messages = compactor.prepare(grow([Message.system("s"), Message.user("goal")], 0, 3))
+    compactor.request_compact()
+    compacted = compactor.prepare(messages)
+    assert len(compacted) < len(messages)
+    compactor.new_turn()
+    grown = compactor.prepare(grow(compacted, 10, 3))
+    error = ContextOverflowError("too long", provider="fake", status_code=400)
+    retry = compactor.recover_overflow(error)
+    assert len(retry) < len(grown)
+    compactor.prepare(grow(retry, 20, 3))
+    compactor.recover_overflow(error)
+    with pytest.raises(OverflowRetriesExhaustedError):
+        compactor.recover_overflow(error)
+
+
+async def test_sync_methods_refuse_to_run_inside_an_event_loop() -> None:
+    """The sync wrappers say to use the async ones when a loop is running."""
+    compactor = Compactor(POLICY)
+    with pytest.raises(RuntimeError, match="use the \\*_async method"):
+        compactor.prepare([Message.user("g")])
+    await asyncio.sleep(0)
+
+
+def test_a_reopened_record_continues_where_it_stopped(tmp_path: object) -> None:
+    """With a file record, a new compactor continues from the record's projection."""
+    from pathlib import Path
+
+    path = Path(str(tmp_path)) / "r.jsonl"
+    with JsonlRecord(path) as record:
+        first = Compactor(POLICY, record=record).prepare([Message.system("s"), Message.user("g")])
+    with JsonlRecord(path) as record:
+        again = Compactor(POLICY, record=record)
+        out = again.prepare([*first, Message.assistant("resumed")])
+        assert [m.text for m in out] == ["s", "g", "resumed"]
