@@ -15,6 +15,7 @@ class Knobs:
     """A stand-in satisfying `PlanSettings` (desktop-tier defaults)."""
 
     threshold_tokens: int = 1_000
+    recompact_margin_tokens: int = 0
     keep_last_messages: int = 6
     keep_last_tool_results: int = 2
     fold_excerpt_chars: int = 160

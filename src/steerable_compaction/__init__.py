@@ -20,9 +20,12 @@ from .errors import (
     RecordError,
     RecordLockedError,
 )
+from .harness import Harness, load_harness
 from .hooks import ChainHooks, CompactionHooks
+from .loop import CoreLoop, Tool, TurnResult
 from .messages import ImagePart, Message, TextPart, ToolCall, ToolResult
 from .policy import CompactionPolicy, resolve_compaction_policy, resolve_context_window
+from .providers import Completion, CompletionRequest, Provider, ToolSpec
 from .record import (
     CompactionBoundary,
     CompactionStart,
@@ -36,6 +39,8 @@ from .record import (
     open_record,
     project,
 )
+from .retry import RetryHooks
+from .spill import SpillHooks
 from .tokens import TokenMeter, estimate_tokens
 from .wire import from_anthropic, from_openai, to_anthropic, to_openai
 
@@ -53,9 +58,13 @@ __all__ = [
     "CompactionStart",
     "CompactionSummary",
     "Compactor",
+    "Completion",
+    "CompletionRequest",
     "ConfigError",
     "ContextOverflowError",
     "ConversionError",
+    "CoreLoop",
+    "Harness",
     "ImagePart",
     "JsonlRecord",
     "MemoryRecord",
@@ -63,20 +72,27 @@ __all__ = [
     "MessageAppended",
     "MessageError",
     "OverflowRetriesExhaustedError",
+    "Provider",
     "ProviderError",
     "Record",
     "RecordError",
     "RecordLockedError",
     "Reminder",
+    "RetryHooks",
+    "SpillHooks",
     "SqliteRecord",
     "TextPart",
     "TokenMeter",
+    "Tool",
     "ToolCall",
     "ToolResult",
+    "ToolSpec",
+    "TurnResult",
     "__version__",
     "estimate_tokens",
     "from_anthropic",
     "from_openai",
+    "load_harness",
     "open_record",
     "project",
     "resolve_compaction_policy",

@@ -106,14 +106,23 @@ class RecordLockedError(RecordError):
 
 
 class ProviderError(CompactionError):
-    """A provider call failed; `provider` names the adapter, `status_code` the HTTP status."""
+    """A provider call failed; `provider` names the adapter, `status_code` the HTTP status.
+
+    `retryable` is true for failures worth retrying as they are (rate limits, 5xx, timeouts).
+    """
 
     def __init__(
-        self, message: str, *, provider: str = "unknown", status_code: int | None = None
+        self,
+        message: str,
+        *,
+        provider: str = "unknown",
+        status_code: int | None = None,
+        retryable: bool = False,
     ) -> None:
         self.message = message
         self.provider = provider
         self.status_code = status_code
+        self.retryable = retryable
         status = f" (HTTP {status_code})" if status_code is not None else ""
         super().__init__(f"{provider}{status}: {message}")
 
@@ -123,7 +132,11 @@ class ProviderError(CompactionError):
             (
                 type(self),
                 (self.message,),
-                {"provider": self.provider, "status_code": self.status_code},
+                {
+                    "provider": self.provider,
+                    "status_code": self.status_code,
+                    "retryable": self.retryable,
+                },
             ),
         )
 

@@ -83,11 +83,15 @@ THRASHING_REASON = "compaction_thrashing"
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StepContext:
-    """Handed to `pre_step`: the record, and which round (request) and user turn this is."""
+    """Handed to `pre_step`: the record, the round (request) and user turn numbers.
+
+    `compact_requested` is set when the host asked for a compaction (`agent.chat.compact`, R15).
+    """
 
     record: Record
     round: int
     turn: int
+    compact_requested: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -238,8 +242,9 @@ class CompactionHooks:
         self._assistant_seqs: list[int] = []
         self._scanned = 0
         self.last_outcome: CompactionOutcome | None = None
+        self._usage_scanned = 0
         self.recovered: CompactionOutcome | None = self._recover()
-        self._observe_from_record()
+        self._observe_new()
 
     # -- state ------------------------------------------------------------------------------
 
@@ -281,8 +286,9 @@ class CompactionHooks:
     async def pre_step(self, ctx: StepContext, /) -> PreStepAction:
         """Compact when a path calls for it, then let the request go ahead."""
         self._sync(ctx.round, ctx.turn)
+        self._observe_new()
         done: list[CompactionOutcome] = []
-        if self._manual:
+        if self._manual or ctx.compact_requested:
             self._manual = False
             outcome = await self._compact("manual", "aggressive")
             self._state = after_forced(
@@ -581,16 +587,23 @@ class CompactionHooks:
         self.last_outcome = outcome
         return outcome
 
-    def _observe_from_record(self) -> None:
-        """Seed the meter with the newest reply's usage, if no rewrite came after it."""
-        seqs = self.record.projection.seqs
-        for entry in reversed(self.record.entries):
+    def _observe_new(self) -> None:
+        """Anchor the meter on the newest reply's recorded usage, if no rewrite came after it.
+
+        Only entries appended since the last look are read, so this costs O(new entries).
+        """
+        entries = self.record.entries
+        new = entries[self._usage_scanned :]
+        self._usage_scanned = len(entries)
+        for entry in reversed(new):
             event = entry.event
             if isinstance(event, CompactionBoundary):
                 return
             if isinstance(event, MessageAppended) and event.usage is not None:
+                seqs = self.record.projection.seqs
                 for index in range(len(seqs) - 1, -1, -1):
                     if seqs[index] == entry.seq:
+                        # The request that produced this reply held the messages before it.
                         self.meter.observe(event.usage.prompt_tokens, index)
                         return
                 return

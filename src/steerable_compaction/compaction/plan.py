@@ -1,7 +1,9 @@
 """Planning one compaction: which stage runs and exactly what it writes. Pure; no I/O.
 
 Fold first (R17): if folding the middle's old tool results and images brings the estimate under
-the threshold, the plan is a fold-only rewrite and no LLM is called. Otherwise the middle is
+the threshold, with the hysteresis margin to spare, the plan is a fold-only rewrite and no LLM
+is called. (A fold that lands just under the threshold would be refilled within a round or two
+and open the rapid-refill breaker, so it goes on to the summary instead.) Otherwise the middle is
 summarized (R20) with the exact warm-prefix replay request. When the middle is empty and the
 tail itself is the pressure, a horizon-less fold is the fallback (R18: lossy beats stuck), still
 sparing the newest assistant turn and its results (R23).
@@ -34,6 +36,10 @@ class PlanSettings(Protocol):
     @property
     def threshold_tokens(self) -> int:
         """Pressure at or above which compaction runs."""
+
+    @property
+    def recompact_margin_tokens(self) -> int:
+        """Hysteresis margin: a fold-only rewrite must leave at least this much room."""
 
     @property
     def keep_last_messages(self) -> int:
@@ -138,7 +144,10 @@ def plan_compaction(
             return FoldRewrite("micro_compact", folded, regions, pressure, post_fold)
         return NothingToDo("no old tool result or image to fold", regions)
     if not regions.middle_empty:
-        if folded.changed and post_fold < policy.threshold_tokens and mode == "normal":
+        # A fold that lands just under the threshold is refilled within a round or two and
+        # trips the rapid-refill breaker: it must leave the hysteresis margin free (R17, R31).
+        enough = post_fold < policy.threshold_tokens - policy.recompact_margin_tokens
+        if folded.changed and enough and mode == "normal":
             return FoldRewrite("compact", folded, regions, pressure, post_fold)
         request = build_summary_request(
             messages, regions.middle, replay_images=replay_images, rounds=rounds

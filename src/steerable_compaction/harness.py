@@ -1,0 +1,183 @@
+"""Assembling a loop from a harness file: hooks in order, policy resolved once (R3-R6).
+
+`load_harness(path, provider=..., record=..., model=...)` reads a YAML harness (the packaged
+`default.harness.yaml` when `path` is `None`), validates every key with a `ConfigError` that
+names it, resolves the compaction policy once from the model and window (an explicit
+`max_context_tokens` wins, else the model catalogue, R5), and builds the hook chain in the
+file's `context` order with retry last. `STEERABLE_SUMMARIZER=0` in the environment turns the
+LLM summarizer off, so compaction falls back to the deterministic excerpt (R6).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .errors import ConfigError
+from .hooks import CompactionHooks, Hooks
+from .loop import CoreLoop, Tool
+from .policy import CompactionPolicy, resolve_compaction_policy
+from .providers.base import Provider, provider_summarizer
+from .record import Record
+from .retry import RetryHooks
+from .spill import SpillHooks
+
+__all__ = ["SUMMARIZER_ENV", "Harness", "default_harness_text", "load_harness"]
+
+SUMMARIZER_ENV = "STEERABLE_SUMMARIZER"
+_DEFAULT_SPILL_DIR = ".steerable/spill"  # relative to the working directory
+_CONTEXT_HOOKS = ("pressure_compaction", "spill")
+_SECTIONS: dict[str, dict[str, tuple[type | tuple[type, ...], bool]]] = {
+    # section -> key -> (accepted types, may be null)
+    "spill": {"directory": (str, False), "max_chars": (int, False), "excerpt_chars": (int, False)},
+    "retry": {
+        "max_retries": (int, False),
+        "base_delay_s": ((int, float), False),
+        "max_delay_s": ((int, float), False),
+    },
+    "loop": {"max_rounds_per_turn": (int, False), "max_output_tokens": (int, True)},
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Harness:
+    """An assembled loop and the parts it was built from."""
+
+    loop: CoreLoop
+    policy: CompactionPolicy
+    compaction: CompactionHooks | None
+    spill: SpillHooks | None
+    retry: RetryHooks
+    config: Mapping[str, Any]
+
+
+def default_harness_text() -> str:
+    """The packaged `default.harness.yaml`."""
+    return (resources.files(__package__) / "default.harness.yaml").read_text(encoding="utf-8")
+
+
+def _read(path: str | os.PathLike[str] | None) -> dict[str, Any]:
+    where = "default.harness.yaml" if path is None else str(path)
+    try:
+        text = default_harness_text() if path is None else Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError("harness", where, f"a readable file ({exc.strerror})") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError("harness", where, f"valid YAML ({exc})") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError("harness", where, f"a YAML mapping, not {type(data).__name__}")
+    return data
+
+
+def _validate(data: Mapping[str, Any]) -> dict[str, Any]:
+    known = {"context", "compaction", *_SECTIONS}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ConfigError(", ".join(unknown), "(unknown)", f"one of {sorted(known)}")
+    context = data.get("context", list(_CONTEXT_HOOKS))
+    if not isinstance(context, list) or not all(isinstance(c, str) for c in context):
+        raise ConfigError("context", context, f"a list of hook names from {list(_CONTEXT_HOOKS)}")
+    for name in context:
+        if name not in _CONTEXT_HOOKS:
+            raise ConfigError("context", name, f"one of {list(_CONTEXT_HOOKS)}")
+    if len(set(context)) != len(context):
+        raise ConfigError("context", context, "each hook at most once")
+    compaction = data.get("compaction") or {}
+    if not isinstance(compaction, dict):
+        raise ConfigError("compaction", compaction, "a mapping of policy knobs")
+    out: dict[str, Any] = {"context": context, "compaction": dict(compaction)}
+    for section, spec in _SECTIONS.items():
+        values = data.get(section) or {}
+        if not isinstance(values, dict):
+            raise ConfigError(section, values, "a mapping")
+        extra = sorted(set(values) - set(spec))
+        if extra:
+            raise ConfigError(f"{section}.{extra[0]}", values[extra[0]], f"one of {sorted(spec)}")
+        for key, value in values.items():
+            types, nullable = spec[key]
+            if value is None and nullable:
+                continue
+            if isinstance(value, bool) or not isinstance(value, types):
+                raise ConfigError(f"{section}.{key}", value, _kind(types, nullable))
+        out[section] = dict(values)
+    return out
+
+
+def _kind(types: type | tuple[type, ...], nullable: bool) -> str:
+    names = [t.__name__ for t in (types if isinstance(types, tuple) else (types,))]
+    return " or ".join(names + (["null"] if nullable else []))
+
+
+def _summarizer_off(env: Mapping[str, str]) -> bool:
+    return env.get(SUMMARIZER_ENV, "").strip().lower() in {"0", "false", "off", "no"}
+
+
+def load_harness(
+    path: str | os.PathLike[str] | None = None,
+    *,
+    provider: Provider,
+    record: Record,
+    model: str | None,
+    max_context_tokens: int | None = None,
+    tools: Sequence[Tool] = (),
+    replay_images: bool = True,
+    env: Mapping[str, str] | None = None,
+) -> Harness:
+    """Build a `CoreLoop` for `record` and `provider` from a harness file (see module doc).
+
+    The summarizer is the turn provider itself (`replay_images=True`: it saw the images, so
+    they replay verbatim and the cache stays warm, R28).
+    """
+    config = _validate(_read(path))
+    environ = os.environ if env is None else env
+    overrides = dict(config["compaction"])
+    if _summarizer_off(environ):
+        overrides["summarizer_enabled"] = False
+    policy = resolve_compaction_policy(model, max_context_tokens, **overrides)
+    loop_cfg = config["loop"]
+    retry = RetryHooks(**config["retry"])
+    chain: list[Hooks] = []
+    compaction: CompactionHooks | None = None
+    spill: SpillHooks | None = None
+    specs = tuple(tool.spec for tool in tools)
+    for name in config["context"]:
+        if name == "pressure_compaction":
+            compaction = CompactionHooks(
+                record,
+                policy,
+                summarizer=provider_summarizer(
+                    provider,
+                    tools=specs,
+                    # A summary must fit the output room the policy keeps free.
+                    max_output_tokens=min(4096, policy.effective_reserved_output_tokens),
+                ),
+                model=model,
+                replay_images=replay_images,
+            )
+            chain.append(compaction)
+        else:
+            spill_cfg = {"directory": _DEFAULT_SPILL_DIR, **config["spill"]}
+            spill = SpillHooks(**spill_cfg)
+            chain.append(spill)
+    chain.append(retry)
+    loop = CoreLoop(
+        provider,
+        record,
+        hooks=chain,
+        tools=tools,
+        max_rounds_per_turn=loop_cfg.get("max_rounds_per_turn", 50),
+        max_output_tokens=loop_cfg.get("max_output_tokens"),
+    )
+    return Harness(
+        loop=loop, policy=policy, compaction=compaction, spill=spill, retry=retry, config=config
+    )

@@ -1,0 +1,215 @@
+"""`CoreLoop`: rounds of request → reply → tool calls → tool results over a record.
+
+Before every request the hook chain's `pre_step` runs (compaction may rewrite the projection);
+the request is the projection with broken tool pairs repaired (R22b); a failed request goes to
+`on_request_error`, which may compact and ask for a retry (R13) or back off (`RetryHooks`); each
+tool result passes `post_tool_result` (spill, R2) before it is appended. Replies are recorded
+with their usage, which the compaction meter reads as its ground truth (R7).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from .compaction import repair_tool_pairs
+from .errors import ProviderError
+from .hooks import (
+    ChainHooks,
+    CompactionOutcome,
+    Hooks,
+    RequestErrorContext,
+    StepContext,
+    ToolResultContext,
+)
+from .messages import ContentPart, Message, TextPart, ToolCall, ToolResult
+from .providers.base import Completion, CompletionRequest, Provider, ToolSpec
+from .record import MessageAppended, Record
+
+__all__ = ["CoreLoop", "Tool", "TurnResult"]
+
+logger = logging.getLogger("steerable_compaction.loop")
+
+ToolOutput = str | Sequence[ContentPart]
+ToolFunction = Callable[[Mapping[str, Any]], Awaitable[ToolOutput]]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Tool:
+    """A tool the model may call: an async function of its JSON arguments, and its schema."""
+
+    name: str
+    fn: ToolFunction
+    description: str = ""
+    parameters: Mapping[str, Any] = field(
+        default_factory=lambda: {"type": "object", "properties": {}}
+    )
+
+    @property
+    def spec(self) -> ToolSpec:
+        """What the provider is told about this tool."""
+        return ToolSpec(name=self.name, description=self.description, parameters=self.parameters)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnResult:
+    """How a turn ended: the final reply (if any), rounds used, and what was compacted."""
+
+    reply: Message | None
+    rounds: int
+    stop: Literal["answered", "max_rounds"]
+    compactions: tuple[CompactionOutcome, ...] = ()
+    retries: int = 0
+
+
+class CoreLoop:
+    """Runs agent turns over `record` with `provider`, calling `hooks` around each request.
+
+    `hooks` is usually the harness's chain (compaction, spill, retry). One loop serves one
+    record; turns run one at a time.
+    """
+
+    def __init__(
+        self,
+        provider: Provider,
+        record: Record,
+        *,
+        hooks: Hooks | Sequence[Hooks] = (),
+        tools: Sequence[Tool] = (),
+        max_rounds_per_turn: int = 50,
+        max_output_tokens: int | None = None,
+    ) -> None:
+        if max_rounds_per_turn < 1:
+            raise ValueError(f"max_rounds_per_turn must be >= 1, got {max_rounds_per_turn!r}")
+        self.provider = provider
+        self.record = record
+        self.hooks: Hooks = ChainHooks(hooks) if isinstance(hooks, Sequence) else hooks
+        self.tools = {tool.name: tool for tool in tools}
+        if len(self.tools) != len(tools):
+            raise ValueError("tool names must be unique")
+        self.max_rounds_per_turn = max_rounds_per_turn
+        self.max_output_tokens = max_output_tokens
+        self.round = 0
+        self.turn = 0
+        self._compact_requested = False
+
+    @property
+    def tool_specs(self) -> tuple[ToolSpec, ...]:
+        """The tools as the provider sees them."""
+        return tuple(tool.spec for tool in self.tools.values())
+
+    def request_compact(self) -> None:
+        """Compact at the next `pre_step`, whatever the pressure (R15)."""
+        self._compact_requested = True
+
+    def _request(self) -> tuple[CompletionRequest, int]:
+        projected = list(self.record.projection.messages)
+        request = CompletionRequest(
+            messages=tuple(repair_tool_pairs(projected)),
+            tools=self.tool_specs,
+            max_output_tokens=self.max_output_tokens,
+        )
+        return request, len(projected)
+
+    async def _complete(self) -> tuple[Completion, int]:
+        """One request, retried as the error hooks say; returns the reply and retries used."""
+        attempt = 0
+        while True:
+            request, _ = self._request()
+            try:
+                return await self.provider.complete(request), attempt
+            except ProviderError as error:
+                attempt += 1
+                action = await self.hooks.on_request_error(
+                    RequestErrorContext(
+                        record=self.record,
+                        round=self.round,
+                        turn=self.turn,
+                        error=error,
+                        attempt=attempt,
+                    )
+                )
+                if action is None:
+                    raise
+                logger.info("retrying request (attempt %d): %s", attempt + 1, action.reason)
+                if action.delay_s > 0:
+                    await asyncio.sleep(action.delay_s)
+
+    async def run_turn(self, user_input: str | Message) -> TurnResult:
+        """Append the user's input and run rounds until the model answers without tool calls."""
+        message = Message.user(user_input) if isinstance(user_input, str) else user_input
+        self.turn += 1
+        self.record.append_message(message)
+        compactions: list[CompactionOutcome] = []
+        retries = 0
+        for used in range(1, self.max_rounds_per_turn + 1):
+            self.round += 1
+            requested, self._compact_requested = self._compact_requested, False
+            action = await self.hooks.pre_step(
+                StepContext(
+                    record=self.record,
+                    round=self.round,
+                    turn=self.turn,
+                    compact_requested=requested,
+                )
+            )
+            compactions.extend(action.compactions)
+            completion, attempts = await self._complete()
+            retries += attempts
+            reply = completion.message
+            if reply.role != "assistant":
+                raise ProviderError(
+                    f"the reply has role {reply.role!r}, expected 'assistant'",
+                    provider=self.provider.name,
+                )
+            self.record.append(MessageAppended(message=reply, usage=completion.usage))
+            if not reply.tool_calls:
+                return TurnResult(
+                    reply=reply,
+                    rounds=used,
+                    stop="answered",
+                    compactions=tuple(compactions),
+                    retries=retries,
+                )
+            for call in reply.tool_calls:
+                result = await self._run_tool(call)
+                result = await self.hooks.post_tool_result(
+                    ToolResultContext(record=self.record, tool_name=call.name, result=result)
+                )
+                self.record.append_message(Message(role="tool", parts=(result,)))
+        return TurnResult(
+            reply=None,
+            rounds=self.max_rounds_per_turn,
+            stop="max_rounds",
+            compactions=tuple(compactions),
+            retries=retries,
+        )
+
+    async def _run_tool(self, call: ToolCall) -> ToolResult:
+        """Run one call; a bad call or a failing tool becomes an error result, never a crash."""
+        tool = self.tools.get(call.name)
+        if tool is None:
+            return _error(call, f"unknown tool {call.name!r}; available: {sorted(self.tools)}")
+        try:
+            arguments = json.loads(call.arguments) if call.arguments.strip() else {}
+        except json.JSONDecodeError as exc:
+            return _error(call, f"the arguments are not valid JSON: {exc}")
+        if not isinstance(arguments, dict):
+            return _error(call, "the arguments must be a JSON object")
+        try:
+            output = await tool.fn(arguments)
+        except Exception as exc:  # a tool's failure is the model's business, not the loop's
+            logger.info("tool %s failed: %s", call.name, exc)
+            return _error(call, f"{type(exc).__name__}: {exc}")
+        content: tuple[ContentPart, ...] = (
+            (TextPart(text=output),) if isinstance(output, str) else tuple(output)
+        )
+        return ToolResult(call_id=call.id, content=content)
+
+
+def _error(call: ToolCall, text: str) -> ToolResult:
+    return ToolResult(call_id=call.id, content=(TextPart(text=text),), is_error=True)

@@ -1,0 +1,175 @@
+"""The provider protocol, its request and reply values, and the one error pattern table.
+
+A provider answers a `CompletionRequest` (provider-neutral messages, tool specs, a cache hint)
+with a `Completion` (an assistant `Message` and its `Usage`), whole (`complete`) or as a stream
+of `StreamEvent`s ending in `StreamDone`. Adapters raise `ContextOverflowError` when the request
+is too long and `ProviderError` (with `retryable`) for everything else, classified in one place:
+`classify_error`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
+
+from ..compaction import SummaryRequest
+from ..errors import ContextOverflowError, ProviderError
+from ..hooks import Summarizer
+from ..messages import Message
+from ..record import Usage
+
+__all__ = [
+    "OVERFLOW_PATTERNS",
+    "Completion",
+    "CompletionRequest",
+    "ErrorClass",
+    "Provider",
+    "StreamDone",
+    "StreamEvent",
+    "TextDelta",
+    "ToolSpec",
+    "classify_error",
+    "provider_error",
+    "provider_summarizer",
+]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolSpec:
+    """A tool the model may call: its name, description and JSON-schema parameters."""
+
+    name: str
+    description: str = ""
+    parameters: Mapping[str, Any] = field(
+        default_factory=lambda: {"type": "object", "properties": {}}
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CompletionRequest:
+    """One model request.
+
+    `cache_retention="none"` asks the adapter not to add a new prompt-cache entry for this
+    request (R27: summary requests are throwaway suffixes of a warm prefix).
+    """
+
+    messages: tuple[Message, ...]
+    tools: tuple[ToolSpec, ...] = ()
+    max_output_tokens: int | None = None
+    temperature: float | None = None
+    cache_retention: Literal["default", "none"] = "default"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Completion:
+    """A provider's reply: the assistant message and what the request cost."""
+
+    message: Message
+    usage: Usage
+    stop_reason: str | None = None
+    model: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    """A piece of the reply's text, as it streams."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class StreamDone:
+    """The end of a stream: the whole completion."""
+
+    completion: Completion
+
+
+StreamEvent: TypeAlias = TextDelta | StreamDone
+
+
+@runtime_checkable
+class Provider(Protocol):
+    """What the loop and the summarizer call."""
+
+    @property
+    def name(self) -> str:
+        """A short name for errors and logs (e.g. `openai`)."""
+
+    async def complete(self, request: CompletionRequest) -> Completion:
+        """The whole reply at once."""
+
+    def stream(self, request: CompletionRequest) -> AsyncIterator[StreamEvent]:
+        """The reply as it is produced, ending with one `StreamDone`."""
+
+
+# -- the one error pattern table -----------------------------------------------------------------
+
+ErrorClass: TypeAlias = Literal["overflow", "retryable", "fatal"]
+
+OVERFLOW_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("openai code", re.compile(r"context_length_exceeded")),
+    ("openai message", re.compile(r"maximum context length is \d+ tokens", re.I)),
+    ("anthropic", re.compile(r"prompt is too long", re.I)),
+    ("anthropic input", re.compile(r"input length and `max_tokens` exceed context limit", re.I)),
+    ("llama.cpp", re.compile(r"exceeds the available context size", re.I)),
+    ("llama-cpp-python", re.compile(r"exceed context window of \d+", re.I)),
+    ("vllm", re.compile(r"maximum context length", re.I)),
+    ("generic", re.compile(r"context (?:window|length) (?:exceeded|is exceeded)", re.I)),
+)
+"""Which provider error texts (code or message) mean "the request is too long"."""
+
+_RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
+
+
+def classify_error(
+    *, status_code: int | None, code: str | None = None, message: str = ""
+) -> ErrorClass:
+    """Classify a provider failure from its HTTP status, error code and message.
+
+    Context overflow wins over the status (providers report it as 400 or 413); then 408/409/
+    425/429/5xx/529 and transport failures (`status_code=None`) are retryable; the rest fatal.
+    """
+    text = f"{code or ''} {message}"
+    if any(pattern.search(text) for _, pattern in OVERFLOW_PATTERNS):
+        return "overflow"
+    if status_code is None or status_code in _RETRYABLE_STATUS or status_code >= 500:
+        return "retryable"
+    return "fatal"
+
+
+def provider_error(
+    provider: str, *, status_code: int | None, code: str | None = None, message: str = ""
+) -> ProviderError:
+    """The error to raise for a classified failure (`ContextOverflowError` for overflow)."""
+    kind = classify_error(status_code=status_code, code=code, message=message)
+    text = message or (code or "request failed")
+    if kind == "overflow":
+        return ContextOverflowError(text, provider=provider, status_code=status_code)
+    return ProviderError(
+        text, provider=provider, status_code=status_code, retryable=kind == "retryable"
+    )
+
+
+def provider_summarizer(
+    provider: Provider, *, tools: tuple[ToolSpec, ...] = (), max_output_tokens: int | None = 4096
+) -> Summarizer:
+    """A summarizer that sends the warm-prefix replay to `provider` with no new cache entry.
+
+    Pass the session's `tools`: they are part of the cached prefix (and some providers refuse
+    tool calls in a transcript whose request declares no tools).
+    """
+
+    async def summarize(request: SummaryRequest) -> str:
+        completion = await provider.complete(
+            CompletionRequest(
+                messages=request.messages,
+                tools=tools,
+                max_output_tokens=max_output_tokens,
+                cache_retention=request.cache_retention,
+            )
+        )
+        return completion.message.text
+
+    return summarize

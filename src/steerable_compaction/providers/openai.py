@@ -1,0 +1,318 @@
+"""`OpenAIProvider`: Chat Completions through the official `openai` SDK.
+
+It speaks to OpenAI and to OpenAI-compatible servers (llama.cpp `llama-server`, vLLM, …) alike:
+
+- messages go out through `to_openai(..., lossy=True)`, so what Chat Completions cannot carry (an
+  image inside a tool result, a tool error flag) degrades deterministically instead of failing;
+- the output cap is sent as `max_tokens` by default: every compatible server reads it, while
+  `max_completion_tokens` is ignored by older llama.cpp and llama-cpp-python (the reply would
+  run unbounded). Pass `max_tokens_field="max_completion_tokens"` for OpenAI reasoning models,
+  which refuse `max_tokens`;
+- `cache_retention` is ignored: OpenAI-style prompt caching is automatic and has no per-request
+  "do not write" switch;
+- the reply becomes one assistant `Message`: its text (dropped when empty and the reply calls
+  tools) and its tool calls, each `arguments` string kept byte for byte. Reasoning fields
+  (`reasoning_content`) and refusals are not kept;
+- usage: `prompt_tokens`, `completion_tokens` and `prompt_tokens_details.cached_tokens`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import openai
+
+from ..errors import ConfigError, MessageError, ProviderError
+from ..messages import Message
+from ..record import Usage
+from ..wire import from_openai, to_openai
+from .base import Completion, CompletionRequest, StreamDone, StreamEvent, TextDelta, provider_error
+
+__all__ = ["OpenAIProvider"]
+
+_NO_KEY = "unused"  # llama.cpp and vLLM accept any key unless started with one
+
+
+class OpenAIProvider:
+    """A `Provider` on `openai.AsyncOpenAI` Chat Completions.
+
+    Pass a ready `client`, or `base_url` / `api_key` to build one (with `base_url` and no key
+    anywhere, a placeholder key is sent, as local servers want none). `extra_body` is merged
+    into every request body (e.g. llama.cpp's `{"cache_prompt": True}`).
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        client: openai.AsyncOpenAI | None = None,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        name: str = "openai",
+        extra_body: Mapping[str, Any] | None = None,
+        max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens",
+    ) -> None:
+        if client is not None and (base_url is not None or api_key is not None):
+            raise ConfigError("client", client, "no base_url or api_key alongside a client")
+        if max_tokens_field not in ("max_tokens", "max_completion_tokens"):
+            allowed = "'max_tokens' or 'max_completion_tokens'"
+            raise ConfigError("max_tokens_field", max_tokens_field, allowed)
+        self._owns_client = client is None
+        if client is None:
+            key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
+            if key is None and base_url is not None:
+                key = _NO_KEY
+            client = openai.AsyncOpenAI(api_key=key, base_url=base_url)
+        self.model = model
+        self._client = client
+        self._name = name
+        self._extra_body = dict(extra_body or {})
+        self._max_tokens_field = max_tokens_field
+
+    @property
+    def name(self) -> str:
+        """The name used in errors (`openai` unless given)."""
+        return self._name
+
+    async def aclose(self) -> None:
+        """Close the SDK client if this provider built it (a passed `client` stays open)."""
+        if self._owns_client:
+            await self._client.close()
+
+    async def complete(self, request: CompletionRequest) -> Completion:
+        """Send `request` and return the whole reply.
+
+        Raises:
+            ContextOverflowError: the request is longer than the model's context.
+            ProviderError: any other failure (`retryable` for 429, 5xx and transport errors),
+                or a malformed reply.
+        """
+        try:
+            reply = await self._client.chat.completions.create(**self._params(request))
+        except openai.APIError as exc:
+            raise self._error(exc) from exc
+        except json.JSONDecodeError as exc:
+            raise _malformed(self.name, f"the body is not JSON ({exc})") from exc
+        return _completion(_as_dict(reply, self.name), self.name)
+
+    async def stream(self, request: CompletionRequest) -> AsyncIterator[StreamEvent]:
+        """Send `request` with `stream=True`; yield `TextDelta`s, then one `StreamDone`.
+
+        Usage comes from the final chunk (`stream_options.include_usage`); a server that sends
+        none in the stream (older llama.cpp) yields a `StreamDone` whose usage is all zeros.
+
+        Raises:
+            ContextOverflowError: the request is longer than the model's context.
+            ProviderError: as for `complete`; an error event inside the stream is classified
+                like a dropped connection (retryable unless it reports an overflow).
+        """
+        params = self._params(request)
+        params["stream"] = True
+        params["stream_options"] = {"include_usage": True}
+        state = _StreamState()
+        try:
+            chunks = await self._client.chat.completions.create(**params)
+            try:
+                async for chunk in chunks:
+                    for piece in state.add(_as_dict(chunk, self.name), self.name):
+                        yield TextDelta(piece)
+            finally:
+                await chunks.close()
+        except openai.APIError as exc:
+            raise self._error(exc) from exc
+        except json.JSONDecodeError as exc:
+            raise _malformed(self.name, f"a stream event is not JSON ({exc})") from exc
+        yield StreamDone(state.completion(self.name))
+
+    def _params(self, request: CompletionRequest) -> dict[str, Any]:
+        params: dict[str, Any] = {
+            "model": self.model,
+            "messages": to_openai(request.messages, lossy=True),
+        }
+        if request.tools:
+            params["tools"] = [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": tool.name,
+                        "description": tool.description,
+                        "parameters": dict(tool.parameters),
+                    },
+                }
+                for tool in request.tools
+            ]
+        if request.max_output_tokens is not None:
+            params[self._max_tokens_field] = request.max_output_tokens
+        if request.temperature is not None:
+            params["temperature"] = request.temperature
+        if self._extra_body:
+            params["extra_body"] = dict(self._extra_body)
+        return params
+
+    def _error(self, exc: openai.APIError) -> ProviderError:
+        if isinstance(exc, openai.APIResponseValidationError):
+            return _malformed(self.name, exc.message, status_code=exc.status_code)
+        # An error event inside a 200 stream has no status: classified like a dropped stream.
+        status = exc.status_code if isinstance(exc, openai.APIStatusError) else None
+        message = exc.message
+        if isinstance(exc.body, Mapping) and isinstance(exc.body.get("message"), str):
+            message = exc.body["message"]  # the SDK's own message repeats the whole body
+        return provider_error(self.name, status_code=status, code=exc.code, message=message)
+
+
+# -- replies -------------------------------------------------------------------------------------
+
+
+def _malformed(provider: str, what: str, *, status_code: int | None = None) -> ProviderError:
+    return ProviderError(f"malformed reply: {what}", provider=provider, status_code=status_code)
+
+
+def _as_dict(value: object, provider: str) -> Mapping[str, Any]:
+    """The reply as the server sent it (the SDK builds its models without validating)."""
+    if isinstance(value, openai.BaseModel):
+        value = value.to_dict(warnings=False)
+    if not isinstance(value, Mapping):
+        raise _malformed(provider, f"expected a JSON object, got {type(value).__name__}")
+    return value
+
+
+def _completion(data: Mapping[str, Any], provider: str) -> Completion:
+    choices = data.get("choices")
+    if not isinstance(choices, list) or not choices:
+        raise _malformed(provider, f"no choices (got {choices!r:.80})")
+    choice = choices[0]
+    if not isinstance(choice, Mapping) or not isinstance(choice.get("message"), Mapping):
+        raise _malformed(provider, "choices[0] has no message object")
+    wire = choice["message"]
+    return Completion(
+        message=_assistant(wire.get("content"), wire.get("tool_calls"), provider),
+        usage=_usage(data.get("usage"), provider),
+        stop_reason=_str_or_none(choice.get("finish_reason")),
+        model=_str_or_none(data.get("model")),
+    )
+
+
+def _assistant(content: Any, tool_calls: Any, provider: str) -> Message:
+    """The neutral reply, decoded by `from_openai` (one canonical form for both paths)."""
+    wire: dict[str, Any] = {"role": "assistant", "content": content}
+    if tool_calls is not None:
+        wire["tool_calls"] = tool_calls
+    try:
+        (decoded,) = from_openai([wire])
+    except MessageError as exc:
+        where = f"message.{exc.field}" if exc.field else "message"
+        raise _malformed(provider, f"{where}: {exc.reason}") from exc
+    text, calls = decoded.text, decoded.tool_calls
+    return Message.assistant(text if text or not calls else None, calls)
+
+
+def _usage(value: Any, provider: str) -> Usage:
+    if not isinstance(value, Mapping):
+        return Usage(prompt_tokens=0)
+    details = value.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, Mapping) else None
+    return Usage(
+        prompt_tokens=_count(value.get("prompt_tokens"), "usage.prompt_tokens", provider),
+        completion_tokens=_count(
+            value.get("completion_tokens"), "usage.completion_tokens", provider
+        ),
+        cached_tokens=_count(cached, "usage.prompt_tokens_details.cached_tokens", provider),
+    )
+
+
+def _count(value: Any, where: str, provider: str) -> int:
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise _malformed(provider, f"{where} must be a non-negative integer, got {value!r}")
+    return value
+
+
+def _str_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+@dataclass
+class _ToolCallState:
+    id: str = ""
+    name: str = ""
+    arguments: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _StreamState:
+    """What the chunks have said so far: choice 0's text, tool calls, finish, usage, model."""
+
+    text: list[str] = field(default_factory=list)
+    calls: dict[int, _ToolCallState] = field(default_factory=dict)
+    seen_choice: bool = False
+    finish_reason: str | None = None
+    model: str | None = None
+    usage: Any = None
+
+    def add(self, chunk: Mapping[str, Any], provider: str) -> list[str]:
+        """Fold in one chunk; return its text pieces."""
+        self.model = _str_or_none(chunk.get("model")) or self.model
+        if chunk.get("usage") is not None:
+            self.usage = chunk["usage"]
+        choices = chunk.get("choices") or []
+        if not isinstance(choices, list):
+            raise _malformed(provider, f"chunk choices must be a list, got {choices!r:.80}")
+        pieces: list[str] = []
+        for choice in choices:
+            if not isinstance(choice, Mapping):
+                raise _malformed(provider, "a chunk choice is not an object")
+            if choice.get("index", 0) != 0:
+                continue
+            self.seen_choice = True
+            self.finish_reason = _str_or_none(choice.get("finish_reason")) or self.finish_reason
+            delta = choice.get("delta") or {}
+            if not isinstance(delta, Mapping):
+                raise _malformed(provider, "choices[0].delta is not an object")
+            piece = delta.get("content")
+            if isinstance(piece, str) and piece:
+                self.text.append(piece)
+                pieces.append(piece)
+            for call in delta.get("tool_calls") or ():
+                self._add_call(call, provider)
+        return pieces
+
+    def _add_call(self, call: Any, provider: str) -> None:
+        index = call.get("index") if isinstance(call, Mapping) else None
+        if isinstance(index, bool) or not isinstance(index, int):
+            raise _malformed(provider, f"a tool call delta has no integer index: {call!r:.80}")
+        state = self.calls.setdefault(index, _ToolCallState())
+        function = call.get("function") or {}
+        if not isinstance(function, Mapping):
+            raise _malformed(provider, f"tool call {index}: function is not an object")
+        if isinstance(call.get("id"), str) and not state.id:
+            state.id = call["id"]  # some servers repeat the id in every delta
+        name, arguments = function.get("name"), function.get("arguments")
+        if isinstance(name, str):
+            state.name += name
+        if isinstance(arguments, str):
+            state.arguments.append(arguments)
+
+    def completion(self, provider: str) -> Completion:
+        """The reply the chunks spelled out."""
+        if not self.seen_choice:
+            raise _malformed(provider, "the stream ended without a choice")
+        calls = [
+            {
+                "id": state.id,
+                "type": "function",
+                "function": {"name": state.name, "arguments": "".join(state.arguments)},
+            }
+            for _, state in sorted(self.calls.items())
+        ]
+        content = "".join(self.text) if self.text else None
+        return Completion(
+            message=_assistant(content, calls or None, provider),
+            usage=_usage(self.usage, provider),
+            stop_reason=self.finish_reason,
+            model=self.model,
+        )

@@ -1,0 +1,133 @@
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from steerable_compaction import Message, ToolCall
+from steerable_compaction.compaction import SUMMARY_INSTRUCTION, pair_issues
+from steerable_compaction.harness import load_harness
+from steerable_compaction.loop import Tool
+from steerable_compaction.providers.base import Completion, CompletionRequest, provider_error
+from steerable_compaction.record import JsonlRecord
+from steerable_compaction.testing import CacheRules, CachingProvider
+
+SUMMARY = "## Primary Request\nMap every module.\n## Current Work\nReading modules in order."
+
+
+class ScriptedAgent:
+    """A deterministic agent: reads one file per round, answers after 20 rounds per turn.
+
+    Summary requests (the warm-prefix replay ends with the instruction) get a fixed summary.
+    On its `overflow_at`-th model call it fails once the way a provider whose real tokenizer
+    counts more than our estimate does: a 400 context-length error.
+    """
+
+    def __init__(self, overflow_at: int) -> None:
+        self.calls = 0
+        self.turn_calls = 0  # the test resets it at each new turn
+        self.overflow_at = overflow_at
+        self.summaries = 0
+
+    def __call__(self, request: CompletionRequest) -> Message:
+        last = request.messages[-1]
+        if last.role == "user" and last.text == SUMMARY_INSTRUCTION:
+            self.summaries += 1
+            return Message.assistant(SUMMARY)
+        self.calls += 1
+        if self.calls == self.overflow_at:
+            raise provider_error(
+                "caching",
+                status_code=400,
+                code="context_length_exceeded",
+                message="This model's maximum context length is 4096 tokens. However, your "
+                "messages resulted in 4301 tokens.",
+            )
+        self.turn_calls += 1
+        if self.turn_calls > 20:
+            return Message.assistant(f"Turn done after {self.turn_calls - 1} reads.")
+        path = f"src/mod_{self.calls}.py"  # one new file per round
+        return Message.assistant(
+            None,
+            [
+                ToolCall(
+                    id=f"call_{self.calls}", name="read_file", arguments=json.dumps({"path": path})
+                )
+            ],
+        )
+
+
+class PairedCachingProvider(CachingProvider):
+    """Keeps each successful request next to its completion (failed ones have none)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.pairs: list[tuple[CompletionRequest, Completion]] = []
+
+    async def complete(self, request: CompletionRequest) -> Completion:
+        completion = await super().complete(request)
+        self.pairs.append((request, completion))
+        return completion
+
+
+async def read_file(arguments: Mapping[str, Any]) -> str:
+    path = arguments["path"]
+    return f"# {path}\n" + "".join(f"def fn_{i}(x):\n    return x + {i}\n" for i in range(30))
+
+
+async def test_sixty_rounds_through_fold_summary_overflow_and_manual_compaction(
+    tmp_path: Path,
+) -> None:
+    """A 60-round session on a caching provider with a small window goes through every path.
+
+    Fold, warm-prefix summary, overflow recovery and a manual compaction all happen; no request
+    carries a broken tool pair; summaries are paid mostly from the cache; and the record, read
+    back from disk, replays to the live projection.
+    """
+    agent = ScriptedAgent(overflow_at=33)
+    provider = PairedCachingProvider(agent, window=4096, rules=CacheRules.openai())
+    path = tmp_path / "session.jsonl"
+    record = JsonlRecord(path)
+    harness = load_harness(
+        provider=provider,
+        record=record,
+        model=None,
+        max_context_tokens=4096,
+        tools=[Tool(name="read_file", fn=read_file)],
+        env={},
+    )
+    loop = harness.loop
+    rounds = 0
+    for turn in range(3):
+        agent.turn_calls = 0
+        if turn == 2:
+            loop.request_compact()
+        result = await loop.run_turn(f"Turn {turn}: map the next modules.")
+        assert result.stop == "answered"
+        rounds += result.rounds
+    assert rounds >= 60
+
+    infos = record.compactions()
+    triggers_actions = {(c.trigger, c.action) for c in infos}
+    assert ("pressure", "compact") in triggers_actions
+    assert ("pressure", "summarize") in triggers_actions
+    assert any(c.trigger == "overflow" for c in infos)
+    assert any(c.trigger == "manual" for c in infos)
+    assert all(c.status in {"closed", "fold"} for c in infos)
+    assert all(c.post_tokens is not None and c.post_tokens < c.pre_tokens for c in infos)
+
+    for request in provider.requests:
+        assert not pair_issues(request.messages)
+    summary_calls = [(req, done) for req, done in provider.pairs if req.cache_retention == "none"]
+    assert summary_calls, "the summarizer was never called"
+    assert agent.summaries == len(summary_calls)
+    cached = sum(done.usage.cached_tokens for _, done in summary_calls)
+    prompt = sum(done.usage.prompt_tokens for _, done in summary_calls)
+    assert cached / prompt >= 0.85, f"summary cache share {cached / prompt:.2f}"
+
+    live = record.messages()
+    record.close()
+    with JsonlRecord(path, readonly=True) as again:
+        assert again.messages() == live
+        assert again.message_count > len(live)

@@ -1,0 +1,82 @@
+from __future__ import annotations
+
+import stat
+from pathlib import Path
+
+import pytest
+
+from steerable_compaction import ConfigError, ImagePart, Message, TextPart, ToolResult
+from steerable_compaction.hooks import RequestErrorContext, StepContext, ToolResultContext
+from steerable_compaction.record import MemoryRecord
+from steerable_compaction.spill import SPILL_PREFIX, SpillHooks
+
+
+def ctx(result: ToolResult, record: MemoryRecord | None = None) -> ToolResultContext:
+    return ToolResultContext(record=record or MemoryRecord(), tool_name="cat", result=result)
+
+
+async def test_r2_small_results_pass_untouched(tmp_path: Path) -> None:
+    """R2: a result within the limit is returned as the same object; nothing is written."""
+    hooks = SpillHooks(tmp_path / "spill", max_chars=100, excerpt_chars=10)
+    result = ToolResult(call_id="c", content=(TextPart(text="x" * 100),))
+    assert await hooks.post_tool_result(ctx(result)) is result
+    assert not (tmp_path / "spill").exists()
+
+
+async def test_r2_oversized_result_is_spilled_with_a_pointer_and_excerpts(tmp_path: Path) -> None:
+    """R2: the full text goes to a 0600 file named by seq + hash; the pointer keeps head/tail."""
+    record = MemoryRecord([])
+    for _ in range(7):
+        record.append_message(Message.user("u"))
+    text = "HEAD" + "m" * 500 + "TAIL"
+    shot = ImagePart(media_type="image/png", data=b"png")
+    result = ToolResult(call_id="c", content=(TextPart(text=text), shot), is_error=True)
+    hooks = SpillHooks(tmp_path / "spill", max_chars=100, excerpt_chars=8)
+    spilled = await hooks.post_tool_result(ctx(result, record))
+    (path,) = (tmp_path / "spill").iterdir()
+    assert path.name.startswith("0000000007-") and path.suffix == ".txt"
+    assert path.read_text(encoding="utf-8") == text
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    assert spilled.call_id == "c" and spilled.is_error
+    assert spilled.content[1] is shot
+    assert spilled.text == (
+        f"{SPILL_PREFIX}508 chars from cat saved to {path}; read that file for the rest]\n"
+        "HEAD\n…\nTAIL"
+    )
+
+
+async def test_r2_file_names_never_come_from_tool_output(tmp_path: Path) -> None:
+    """A tool output that looks like a path cannot steer where the file goes."""
+    hooks = SpillHooks(tmp_path / "spill", max_chars=10, excerpt_chars=2)
+    evil = ToolResult(call_id="../../etc/passwd", content=(TextPart(text="../../x" * 20),))
+    await hooks.post_tool_result(
+        ToolResultContext(record=MemoryRecord(), tool_name="../../../tmp/evil", result=evil)
+    )
+    (path,) = (tmp_path / "spill").iterdir()
+    assert path.parent == tmp_path / "spill"
+    assert path.name[:10].isdigit()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "key"),
+    [
+        ({"max_chars": 0}, "spill.max_chars"),
+        ({"excerpt_chars": -1}, "spill.excerpt_chars"),
+        ({"max_chars": 10, "excerpt_chars": 10}, "spill.excerpt_chars"),
+    ],
+)
+def test_bad_settings_raise_config_error(tmp_path: Path, kwargs: dict[str, int], key: str) -> None:
+    """Bad spill settings name the knob."""
+    with pytest.raises(ConfigError) as info:
+        SpillHooks(tmp_path, **kwargs)
+    assert info.value.key == key
+
+
+async def test_spill_does_nothing_before_requests_or_on_errors(tmp_path: Path) -> None:
+    """Spill only acts on tool results."""
+    hooks = SpillHooks(tmp_path)
+    record = MemoryRecord()
+    assert (await hooks.pre_step(StepContext(record=record, round=1, turn=1))).compactions == ()
+    err = RequestErrorContext(record=record, round=1, turn=1, error=ValueError(), attempt=1)
+    assert await hooks.on_request_error(err) is None
