@@ -147,3 +147,25 @@ def test_planned_projection_keeps_head_tail_and_pairs_intact(
         assert len(plan.request.messages) == regions.tail_start + 1
     if isinstance(plan, FoldRewrite):
         assert plan.post_tokens <= plan.pre_tokens
+
+
+def test_r17_a_fold_landing_inside_the_hysteresis_margin_summarizes_instead() -> None:
+    """A fold that leaves less than the margin under the threshold would be refilled at once.
+
+    Deliberate reading of R17 with R31: fold alone only when it lands below threshold - margin.
+    """
+    messages = session(10)
+    pressure = total(messages)
+    post_fold = (
+        pressure
+        - plan_compaction(
+            messages, Knobs(threshold_tokens=10**9), pressure=pressure, estimate=est
+        ).prune.saved_tokens
+    )  # type: ignore[union-attr]
+    inside = Knobs(threshold_tokens=post_fold + 100, recompact_margin_tokens=200)
+    plan = plan_compaction(messages, inside, pressure=pressure, estimate=est)
+    assert isinstance(plan, SummaryNeeded)
+    clear = Knobs(threshold_tokens=post_fold + 300, recompact_margin_tokens=200)
+    assert isinstance(
+        plan_compaction(messages, clear, pressure=pressure, estimate=est), FoldRewrite
+    )

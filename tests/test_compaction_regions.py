@@ -168,3 +168,19 @@ def test_repair_answers_a_dangling_call_at_the_very_end() -> None:
 def test_r22b_repair_leaves_no_pairing_issue_in_any_message_list(messages: list[Message]) -> None:
     """Property: whatever the input, the repaired transcript has no orphan and no dangling call."""
     assert not pair_issues(repair_tool_pairs(messages))
+
+
+def test_r21_a_summary_or_reminder_is_never_taken_as_the_goal() -> None:
+    """Regression: with no user goal (restored log), summaries and reminders stay in the middle."""
+    from steerable_compaction.hooks import compaction_thrashing_reminder
+
+    reminder = compaction_thrashing_reminder(3, 3).message
+    messages = [
+        Message.system("s"),
+        summary_message("old summary", 9),
+        reminder,
+        *session(4)[2:],
+    ]
+    regions = select_regions(messages, 2)
+    assert regions.head_end == 1
+    assert regions.middle[0] == 1

@@ -26,9 +26,35 @@ def test_policy_numbers_used_here() -> None:
 
 def test_r16_below_threshold_proceeds_and_resets_both_counters() -> None:
     """R16: under threshold nothing happens and both breaker counters reset."""
-    state = EngineState(consecutive_failures=2, rapid_refills=2, circuit="rapid_refill")
+    state = EngineState(consecutive_failures=2, rapid_refills=2)
     assert pressure_gate(state, POLICY, 7_999) == "below_threshold"
     assert healthy(state) == EngineState()
+
+
+def test_r33_a_healthy_round_does_not_close_an_open_circuit() -> None:
+    """Regression: right after a compaction pressure is low; that must not close the breaker."""
+    state = EngineState(rapid_refills=3, circuit="rapid_refill")
+    after = healthy(state)
+    assert after.circuit == "rapid_refill"
+    assert pressure_gate(after, POLICY, 50_000) == "circuit_open"
+
+
+def test_r33_refills_count_from_the_last_successful_compaction() -> None:
+    """A failed compaction in between does not make the next success a refill."""
+    state = after_pressure_compaction(
+        EngineState(round=1), POLICY, post_tokens=2_000, effective=True
+    )
+    state = after_pressure_compaction(
+        replace(state, round=5), POLICY, post_tokens=9_000, effective=False
+    )
+    state = after_pressure_compaction(
+        replace(state, round=7), POLICY, post_tokens=2_000, effective=True
+    )
+    assert state.rapid_refills == 0
+    state = after_pressure_compaction(
+        replace(state, round=9), POLICY, post_tokens=2_000, effective=True
+    )
+    assert state.rapid_refills == 1
 
 
 def test_r12_at_threshold_the_pressure_path_compacts() -> None:

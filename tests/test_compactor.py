@@ -120,3 +120,22 @@ def test_a_reopened_record_continues_where_it_stopped(tmp_path: object) -> None:
         again = Compactor(POLICY, record=record)
         out = again.prepare([*first, Message.assistant("resumed")])
         assert [m.text for m in out] == ["s", "g", "resumed"]
+
+
+def test_r22b_prepare_never_returns_broken_tool_pairs() -> None:
+    """Regression: a restored orphan result or a dangling call is repaired in what is returned."""
+    from steerable_compaction import ToolCall
+    from steerable_compaction.compaction import pair_issues
+
+    compactor = Compactor(POLICY)
+    messages = [
+        Message.user("goal"),
+        Message.tool("gone", "restored output"),
+        Message.assistant(None, [ToolCall(id="c1", name="run")]),
+    ]
+    out = compactor.prepare(messages)
+    assert not pair_issues(out)
+    assert [m.role for m in compactor.record.messages()] == ["user", "tool", "assistant"]
+    out.append(Message.tool("c1", "ran"))  # the loop goes on from the list it was given
+    again = compactor.prepare(out)
+    assert not pair_issues(again)

@@ -29,6 +29,7 @@ from steerable_compaction.record import (
     CompactionBoundary,
     CompactionStart,
     CompactionSummary,
+    Edit,
     MemoryRecord,
     MessageAppended,
     Record,
@@ -356,6 +357,17 @@ async def test_r15_manual_compaction_bypasses_threshold_and_resets_breakers() ->
     assert not s.hooks.compact_requested
 
 
+async def test_r14_a_micro_rewrite_ends_the_step_even_over_threshold() -> None:
+    """R14/R25: after a micro fold the step ends; no summary replays the unseen projection."""
+    s = session(
+        FakeSummarizer(), rounds=14, micro_compact_interval_rounds=1, keep_last_tool_results=2
+    )
+    assert s.hooks.pressure() >= 8_000
+    (outcome,) = (await s.step()).compactions
+    assert outcome.trigger == "micro"
+    assert kinds(s.record) == ["compaction_boundary"]
+
+
 async def test_r14_micro_compaction_folds_every_n_rounds_regardless_of_pressure() -> None:
     """R14: with an interval of 2, every second step folds old results (`micro_compact`)."""
     s = session(None, rounds=6, micro_compact_interval_rounds=2)
@@ -412,8 +424,26 @@ async def test_recovery_without_a_summary_leaves_the_span_visible() -> None:
     assert record.messages() == before
 
 
-async def test_recovery_ignores_a_stale_bracket_that_messages_followed() -> None:
-    """A bracket with a summary but later messages is stale: its span may no longer fit."""
+async def test_r38_recovery_still_reuses_the_summary_after_appended_messages() -> None:
+    """A host appending the next message before reattaching does not cost a second summary."""
+    record = MemoryRecord()
+    start(record)
+    add_rounds(record, 0, 3)
+    record.append(
+        CompactionStart(compaction_id="k1", span=(2, 6), pre_tokens=9_000, action="summarize")
+    )
+    record.append(CompactionSummary(compaction_id="k1", summary="paid"))
+    record.append_message(Message.user("later"))
+    summarizer = FakeSummarizer()
+    hooks = CompactionHooks(record, policy(), summarizer=summarizer)
+    assert hooks.recovered is not None
+    assert summarizer.requests == []
+    assert record.messages()[2].text.startswith("<compacted-summary>\npaid")
+    assert record.messages()[-1] == Message.user("later")
+
+
+async def test_recovery_ignores_a_bracket_that_a_later_rewrite_made_stale() -> None:
+    """A bracket followed by another rewrite no longer addresses its span: left alone."""
     record = MemoryRecord()
     start(record)
     add_rounds(record, 0, 3)
@@ -421,9 +451,18 @@ async def test_recovery_ignores_a_stale_bracket_that_messages_followed() -> None
         CompactionStart(compaction_id="k1", span=(2, 6), pre_tokens=9_000, action="summarize")
     )
     record.append(CompactionSummary(compaction_id="k1", summary="s"))
-    record.append_message(Message.user("later"))
+    record.append(
+        CompactionBoundary(
+            action="compact",
+            pre_tokens=9,
+            post_tokens=5,
+            replacement_count=1,
+            edits=(Edit(index=3, message=Message.tool("call_0", "[folded]")),),
+        )
+    )
     hooks = CompactionHooks(record, policy())
     assert hooks.recovered is None
+    assert record.projection.open_brackets
 
 
 async def test_meter_is_seeded_from_the_newest_reply_usage_on_open() -> None:

@@ -222,3 +222,16 @@ def test_loop_settings_are_validated() -> None:
         CoreLoop(Queue(), MemoryRecord(), max_rounds_per_turn=0)
     with pytest.raises(ValueError, match="unique"):
         CoreLoop(Queue(), MemoryRecord(), tools=[TOOLS[0], TOOLS[0]])
+
+
+async def lone_surrogate(arguments: Mapping[str, Any]) -> str:
+    return "bytes? \udcff end"
+
+
+async def test_tool_output_with_lone_surrogates_is_made_storable() -> None:
+    """Undecodable tool output (a lone surrogate) becomes U+FFFD instead of crashing the turn."""
+    record = MemoryRecord()
+    tools = [Tool(name="echo", fn=lone_surrogate)]
+    await CoreLoop(Queue(call("c1"), Message.assistant("ok")), record, tools=tools).run_turn("go")
+    # Python encodes the surrogate as 3 invalid bytes; each decodes to one U+FFFD.
+    assert record.messages()[2].text == "bytes? \ufffd\ufffd\ufffd end"

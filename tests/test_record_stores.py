@@ -120,8 +120,10 @@ def test_truncating_at_any_byte_loses_at_most_the_last_event(
     data = path.read_bytes()
     at = int(len(data) * cut)
     path.write_bytes(data[:at])
-    complete_lines = data[:at].count(b"\n")
-    # Every event whose line ends before the cut survives; only the one being cut is lost.
+    # Every event whose JSON ends before the cut survives (a missing final newline does not
+    # lose it); only the one being cut is lost.
+    ends = [i for i, byte in enumerate(data) if byte == ord("\n")]
+    complete_lines = sum(1 for end in ends if end <= at)
     with JsonlRecord(path, readonly=True) as reader:
         assert list(reader.entries) == written[:complete_lines]
         assert reader.messages() == project(written[:complete_lines])
@@ -585,3 +587,50 @@ def test_memory_record_behaves_like_the_file_stores() -> None:
     assert record.messages() == project(list(record.entries))
     assert [e.seq for e in record] == list(range(len(small_session())))
     assert "memory" in repr(record)
+
+
+@pytest.mark.parametrize("readonly", [True, False])
+def test_a_file_that_is_not_a_record_is_refused_and_left_whole(
+    tmp_path: Path, readonly: bool
+) -> None:
+    """Regression: a file without newlines (a JSON config, a database) is never 'torn' to 0."""
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"model": "gpt-4o", "tools": list(range(100))}))
+    db = tmp_path / "session.db"
+    write(SqliteRecord, db, small_session()[:3])
+    for path, reason in ((config, "not a record"), (db, "SQLite database")):
+        before = path.read_bytes()
+        with pytest.raises(RecordError, match=reason):
+            JsonlRecord(path, readonly=readonly)
+        assert path.read_bytes() == before
+
+
+def test_a_complete_final_entry_without_its_newline_is_kept(tmp_path: Path) -> None:
+    """An entry whose newline never reached the disk loads; the next append adds the newline."""
+    path = tmp_path / "r.jsonl"
+    write(JsonlRecord, path, small_session()[:3])
+    path.write_bytes(path.read_bytes()[:-1])
+    with JsonlRecord(path, readonly=True) as reader:
+        assert len(reader) == 3
+        with JsonlRecord(path) as writer:
+            assert len(writer) == 3
+            writer.append(MessageAppended(message=Message.user("next")))
+        assert reader.refresh() == 1
+        assert reader.messages()[-1] == Message.user("next")
+    assert path.read_bytes().count(b"\n") == 4
+    with JsonlRecord(path, readonly=True) as again:
+        assert len(again) == 4
+
+
+def test_text_that_is_not_valid_unicode_is_a_named_error_and_nothing_is_written(
+    store: tuple[Factory, Path],
+) -> None:
+    """A lone surrogate raises `RecordError` (not a bare UnicodeEncodeError); nothing is written."""
+    factory, path = store
+    with factory(path) as record:
+        record.append(MessageAppended(message=Message.user("fine")))
+        with pytest.raises(RecordError, match="not valid Unicode"):
+            record.append(MessageAppended(message=Message.tool("c1", "bad \udcff")))
+        assert len(record) == 1
+    with factory(path, readonly=True) as again:
+        assert len(again) == 1

@@ -537,3 +537,27 @@ def test_r8_import_loads_no_tokenizer_package() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
     )
     assert out.stdout.strip() == "[]"
+
+
+def test_r7_the_first_whole_estimate_anchors_later_calls_before_any_usage(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Regression: without provider usage, later calls still cost O(new messages)."""
+    import steerable_compaction.tokens as tokens_module
+
+    meter = tokens_module.TokenMeter()
+    messages = [Message.user(f"message {i}") for i in range(50)]
+    first = meter.pressure(messages)
+    calls: list[Message] = []
+    real = tokens_module._message_cost
+
+    def counting(message: Message, cal: tokens_module.Calibration) -> int:
+        calls.append(message)
+        return real(message, cal)
+
+    monkeypatch.setattr(tokens_module, "_message_cost", counting)
+    meter._cache.clear()
+    extra = Message.user("one more")
+    assert meter.pressure([*messages, extra]) == first + real(extra, meter._cal)
+    assert calls == [extra]
+    assert meter.last_observed is None

@@ -21,7 +21,7 @@ import inspect
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
-from .compaction import SummaryRequest
+from .compaction import SummaryRequest, repair_tool_pairs
 from .errors import ContextOverflowError, MessageError
 from .hooks import CompactionHooks, RequestErrorContext, StepContext, Summarizer
 from .messages import Message
@@ -83,7 +83,8 @@ class Compactor:
             replay_images=replay_images,
             summarizer_timeout=summarizer_timeout,
         )
-        self._sent: list[Message] | None = None
+        self._returned: list[Message] | None = None  # what the last prepare handed out
+        self._sent_count: int | None = None  # projection length behind it (the meter's unit)
         self._round = 0
         self._turn = 0
 
@@ -105,20 +106,29 @@ class Compactor:
         return self.hooks.pressure()
 
     def _take_new(self, messages: Sequence[Message]) -> Sequence[Message]:
-        base = self._sent if self._sent is not None else list(self.record.projection.messages)
+        """The messages appended since the last `prepare`, after an O(1) continuity check.
+
+        The list must start with what `prepare` returned last: its length and its last message
+        are checked (comparing every message would make each step O(transcript)).
+        """
+        base = self._returned if self._returned is not None else self._repaired_projection()
         if len(messages) < len(base):
             raise MessageError(
                 f"got {len(messages)} messages but the last prepared request had {len(base)}: "
                 "pass back the list prepare() returned, with new messages appended"
             )
-        for i, (ours, theirs) in enumerate(zip(base, messages, strict=False)):
-            if ours is not theirs and ours != theirs:
+        if base:
+            last = len(base) - 1
+            if messages[last] is not base[last] and messages[last] != base[last]:
                 raise MessageError(
                     "differs from the message prepare() returned at this position; pass back "
                     "the list prepare() returned, with new messages appended",
-                    index=i,
+                    index=last,
                 )
         return messages[len(base) :]
+
+    def _repaired_projection(self) -> list[Message]:
+        return repair_tool_pairs(self.record.projection.messages)
 
     async def prepare_async(
         self, messages: Sequence[Message], last_prompt_tokens: int | None = None
@@ -128,16 +138,21 @@ class Compactor:
         `last_prompt_tokens` is the provider's `prompt_tokens` for the previous request.
         """
         new = self._take_new(messages)
-        if last_prompt_tokens is not None and self._sent is not None:
-            self.hooks.observe(last_prompt_tokens, len(self._sent))
+        if last_prompt_tokens is not None and self._sent_count is not None:
+            self.hooks.observe(last_prompt_tokens, self._sent_count)
         for message in new:
             self.record.append_message(message)
         self._round += 1
         await self.hooks.pre_step(
             StepContext(record=self.record, round=self._round, turn=self._turn)
         )
-        self._sent = list(self.record.projection.messages)
-        return list(self._sent)
+        return self._hand_out()
+
+    def _hand_out(self) -> list[Message]:
+        """The request to send: the projection with broken tool pairs repaired (R22b)."""
+        self._sent_count = len(self.record.projection)
+        self._returned = self._repaired_projection()
+        return list(self._returned)
 
     def prepare(
         self, messages: Sequence[Message], last_prompt_tokens: int | None = None
@@ -155,8 +170,7 @@ class Compactor:
                 record=self.record, round=self._round, turn=self._turn, error=error, attempt=1
             )
         )
-        self._sent = list(self.record.projection.messages)
-        return list(self._sent)
+        return self._hand_out()
 
     def recover_overflow(self, error: ContextOverflowError) -> list[Message]:
         """`recover_overflow_async` for synchronous loops."""

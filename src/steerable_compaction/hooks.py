@@ -29,6 +29,7 @@ from .compaction import (
     plan_compaction,
     summary_message,
 )
+from .compaction.regions import REMINDER_TAG
 from .compaction.state import (
     CircuitReason,
     EngineState,
@@ -197,7 +198,7 @@ class ChainHooks:
 def compaction_thrashing_reminder(refills: int, window: int) -> Reminder:
     """The `CompactionThrashingReminder` (R33): a notice for the model and the host."""
     text = (
-        "<system-reminder>\n"
+        f"{REMINDER_TAG}\n"
         f"Context compaction is thrashing: the context filled up again within {window} rounds "
         f"of the previous compaction, {refills} times in a row, so automatic compaction is "
         "paused. Work in smaller steps: read only what you need, prefer targeted searches to "
@@ -298,7 +299,12 @@ class CompactionHooks:
             )
             return PreStepAction(compactions=(outcome,))
         if micro_due(self._state, self.policy):
-            done.append(await self._compact("micro", "fold_only"))
+            outcome = await self._compact("micro", "fold_only")
+            if outcome.written:
+                # The flowchart ends here: a summary now would replay a projection the provider
+                # never saw (the fold just changed it), losing the warm prefix (R25).
+                return PreStepAction(compactions=(outcome,))
+            done.append(outcome)
         pressure = self.pressure()
         gate = pressure_gate(self._state, self.policy, pressure)
         if gate == "below_threshold":
@@ -563,9 +569,10 @@ class CompactionHooks:
         bracket = brackets[-1]
         if bracket.summary is None:
             return None  # the span stays visible; compaction is re-planned only if needed
-        # Only a bracket that nothing followed but its summary still addresses its span.
+        # Appended messages and reminders leave the span where it was; another rewrite or
+        # bracket after this one means the span no longer addresses what it summarized.
         tail = self.record.entries[bracket.start_seq + 1 :]
-        if any(not isinstance(e.event, CompactionSummary) for e in tail):
+        if any(isinstance(e.event, CompactionBoundary | CompactionStart) for e in tail):
             return None
         start = bracket.start
         messages = list(self.record.projection.messages)

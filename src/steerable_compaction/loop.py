@@ -205,10 +205,20 @@ class CoreLoop:
         except Exception as exc:  # a tool's failure is the model's business, not the loop's
             logger.info("tool %s failed: %s", call.name, exc)
             return _error(call, f"{type(exc).__name__}: {exc}")
-        content: tuple[ContentPart, ...] = (
-            (TextPart(text=output),) if isinstance(output, str) else tuple(output)
+        content: tuple[ContentPart, ...] = tuple(
+            TextPart(text=_valid_unicode(part.text)) if isinstance(part, TextPart) else part
+            for part in ((TextPart(text=output),) if isinstance(output, str) else output)
         )
         return ToolResult(call_id=call.id, content=content)
+
+
+def _valid_unicode(text: str) -> str:
+    """`text` with lone surrogates (undecodable bytes from a tool) replaced by U+FFFD."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    return text
 
 
 def _error(call: ToolCall, text: str) -> ToolResult:

@@ -603,7 +603,12 @@ class TokenMeter:
         raw = sum(self._raw(messages[i]) for i in range(self._anchor_count, count))
         if self._online and self._observed is not None:
             self._pending = (self._epoch, count, raw)
-        return self._anchor_tokens + self._scaled(raw)
+        total = self._anchor_tokens + self._scaled(raw)
+        if self._observed is None and self._anchor_count == 0 and count:
+            # The first whole estimate becomes the anchor until a provider reports usage, so
+            # the next call costs O(new messages) too (R7: only the first is estimated whole).
+            self._anchor_tokens, self._anchor_count = total, count
+        return total
 
     def observe(self, prompt_tokens: int, message_count: int) -> None:
         """Record that the request carrying the first `message_count` messages was billed."""

@@ -23,9 +23,12 @@ from dataclasses import dataclass
 from ..messages import Message, TextPart, ToolCall
 
 __all__ = [
+    "REMINDER_TAG",
+    "SUMMARY_TAG",
     "PairIssues",
     "Regions",
     "call_sites",
+    "is_goal_candidate",
     "pair_issues",
     "repair_tool_pairs",
     "select_regions",
@@ -61,9 +64,21 @@ def call_sites(messages: Sequence[Message]) -> dict[str, tuple[int, ToolCall]]:
     return sites
 
 
+SUMMARY_TAG = "<compacted-summary>"
+REMINDER_TAG = "<system-reminder>"
+
+
+def is_goal_candidate(message: Message) -> bool:
+    """A user message that is the user's own words: not a summary, not a reminder (R21)."""
+    if message.role != "user":
+        return False
+    text = message.text.lstrip()
+    return not (text.startswith(SUMMARY_TAG) or text.startswith(REMINDER_TAG))
+
+
 def _goal_index(messages: Sequence[Message]) -> int | None:
     for i, message in enumerate(messages):
-        if message.role == "user":
+        if is_goal_candidate(message):
             return i
     return None
 
@@ -72,7 +87,7 @@ def select_regions(messages: Sequence[Message], keep_last_messages: int) -> Regi
     """Split `messages` into head, middle and tail (see the module docstring)."""
     n = len(messages)
     goal = _goal_index(messages)
-    if goal is None:
+    if goal is None:  # no goal: the leading system messages are the head
         head_end = 0
         while head_end < n and messages[head_end].role == "system":
             head_end += 1

@@ -5,7 +5,7 @@ pre_step (round N)
  ├─ manual requested? ── yes ─► compact (aggressive) ─► reset both breaker counters   (R15)
  ├─ micro interval hit? ─ yes ─► fold old results, action=micro_compact               (R14)
  └─ pressure ≥ threshold?
-      ├─ no ─► both breaker counters reset, continue                                  (R16)
+      ├─ no ─► both breaker counters reset (the circuit stays as it is), continue      (R16)
       └─ yes ─► circuit open? ─ yes ─► continue
                   └─ no ─► pressure ≥ last post level + margin? ─ no ─► continue      (R31)
                               └─ yes ─► fold, then summarize if still over            (R17, R20)
@@ -16,6 +16,8 @@ pre_step (round N)
 on_request_error(context overflow) ─► retries this turn ≤ max? ─ no ─► loud failure    (R13)
                                        └─ yes ─► compact (aggressive), retry; circuit ignored
 ```
+A refill is measured from the last *successful* compaction. The circuit, once open, stays open
+until a manual compaction closes it.
 """
 
 from __future__ import annotations
@@ -78,6 +80,7 @@ class EngineState:
     consecutive_failures: int = 0
     rapid_refills: int = 0
     last_compaction_round: int | None = None
+    last_success_round: int | None = None
     last_post_tokens: int | None = None
     overflow_retries: int = 0
     circuit: CircuitReason | None = None
@@ -119,8 +122,13 @@ def pressure_gate(state: EngineState, settings: BreakerSettings, pressure: int) 
 
 
 def healthy(state: EngineState) -> EngineState:
-    """Below threshold: both breaker counters reset and the circuit closes (R16)."""
-    return replace(state, consecutive_failures=0, rapid_refills=0, circuit=None)
+    """Below threshold: both breaker counters reset (R16).
+
+    The circuit stays as it is: right after a compaction pressure is below threshold by design,
+    so closing here would undo the rapid-refill breaker one round after it opened. Only a
+    manual compaction closes it (R15); the overflow path works while it is open (R13).
+    """
+    return replace(state, consecutive_failures=0, rapid_refills=0)
 
 
 def after_pressure_compaction(
@@ -141,8 +149,8 @@ def after_pressure_compaction(
             circuit="consecutive_failures" if opened else state.circuit,
         )
     refill = (
-        state.last_compaction_round is not None
-        and state.round - state.last_compaction_round <= settings.rapid_refill_window_rounds
+        state.last_success_round is not None
+        and state.round - state.last_success_round <= settings.rapid_refill_window_rounds
     )
     refills = state.rapid_refills + 1 if refill else 0
     opened = refills >= settings.max_rapid_refills
@@ -150,6 +158,7 @@ def after_pressure_compaction(
         base,
         consecutive_failures=0,
         rapid_refills=refills,
+        last_success_round=state.round,
         circuit="rapid_refill" if opened else state.circuit,
     )
 

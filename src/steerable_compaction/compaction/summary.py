@@ -16,7 +16,7 @@ from typing import Literal
 
 from ..messages import ImagePart, Message, TextPart, ToolResult
 from .prune import image_pointer
-from .regions import call_sites
+from .regions import SUMMARY_TAG, call_sites, is_goal_candidate
 
 __all__ = [
     "SECTIONS",
@@ -122,7 +122,7 @@ def summary_message(summary: str, replaced: int) -> Message:
     """The user message that replaces the middle (R30)."""
     plural = "message" if replaced == 1 else "messages"
     return Message.user(
-        f"<compacted-summary>\n{summary.strip()}\n</compacted-summary>\n\n"
+        f"{SUMMARY_TAG}\n{summary.strip()}\n</compacted-summary>\n\n"
         f"(This summary replaces {replaced} earlier {plural} of this conversation; the "
         "originals remain in the record. Continue the work from here.)"
     )
@@ -159,7 +159,7 @@ def excerpt_summary(
     """
     start, end = span
     middle = messages[start:end]
-    goal = next((m.text for m in messages[:start] if m.role == "user"), "")
+    goal = next((m.text for m in messages[:start] if is_goal_candidate(m)), "")
     sites = call_sites(messages)
     tools: dict[str, int] = {}
     for message in middle:

@@ -38,7 +38,6 @@ __all__ = [
     "decode_line",
     "encode_entry",
     "encode_line",
-    "parse_lines",
 ]
 
 SCHEMA_VERSION = 3
@@ -271,23 +270,6 @@ def decode_entry(obj: Any, *, projection_len: int) -> Entry:
     if decoder is None:
         raise RecordError(f"unknown kind {kind!r}")
     return Entry(seq, decoder(f))
-
-
-def parse_lines(text: str) -> list[Any] | None:
-    """Parse newline-terminated JSON lines in one call, or `None` if any line is not one value.
-
-    One `json.loads` over the whole batch is several times faster than one per line; when it
-    fails the caller parses line by line to report exactly which line is bad.
-    """
-    lines = text.split("\n")
-    lines.pop()  # the text ends with a newline
-    if not lines:
-        return []
-    try:
-        values = json.loads("[" + ",".join(lines) + "]")
-    except ValueError:
-        return None
-    return values if len(values) == len(lines) else None
 
 
 def decode_line(line: bytes, *, projection_len: int) -> Entry:

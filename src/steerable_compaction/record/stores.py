@@ -32,7 +32,7 @@ from typing import Literal, TypeAlias, get_args
 
 from ..errors import RecordError, RecordLockedError
 from ..messages import Message
-from .codec import decode_entry, decode_line, encode_entry, encode_line, parse_lines
+from .codec import decode_entry, decode_line, encode_entry, encode_line
 from .events import (
     CompactionBoundary,
     CompactionStart,
@@ -58,6 +58,7 @@ logger = logging.getLogger("steerable_compaction.record")
 FsyncPolicy: TypeAlias = Literal["every_event", "every_boundary", "never"]
 _FSYNC_POLICIES = frozenset(get_args(FsyncPolicy))
 _SQLITE_MAGIC = b"SQLite format 3\x00"
+_LINE_START = b'{"v":'  # every line the JSONL store writes starts so
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,7 +219,16 @@ class Record(ABC):
                 self._projection.check(entry)
             except RecordError as exc:
                 raise RecordError(exc.reason, path=self._path) from None
-            self._persist(entry, durable=self._should_sync(event))
+            try:
+                self._persist(entry, durable=self._should_sync(event))
+            except UnicodeEncodeError as exc:
+                # A lone surrogate (e.g. from undecodable tool output) cannot be stored as
+                # UTF-8; nothing was written.
+                raise RecordError(
+                    f"the {event.kind} event holds text that is not valid Unicode "
+                    f"({exc.reason} at position {exc.start}); nothing was written",
+                    path=self._path,
+                ) from None
             self._accept(entry)
             return entry
 
@@ -364,6 +374,7 @@ class JsonlRecord(Record):
         self._fd: int | None = None
         self._offset = 0
         self._line = 0
+        self._needs_newline = False
         if readonly:
             if not self._path.exists():
                 raise RecordError("no such record", path=self._path)
@@ -391,55 +402,79 @@ class JsonlRecord(Record):
         with open(self._path, "rb") as fh:
             fh.seek(self._offset)
             data = fh.read()
+        if self._needs_newline and data.startswith(b"\n"):
+            # The newline a writer added after an entry this handle loaded unterminated.
+            data = data[1:]
+            self._offset += 1
+            self._needs_newline = False
+        if self._offset == 0 and data.startswith(_SQLITE_MAGIC):
+            raise RecordError(
+                "this is an SQLite database: open it with SqliteRecord", path=self._path
+            )
         complete = data.rfind(b"\n") + 1
-        torn = len(data) - complete
         count = 0
-        values: list[object] | None = None
-        with contextlib.suppress(UnicodeDecodeError):
-            values = parse_lines(data[:complete].decode("utf-8"))
-        if values is not None:
-            for obj in values:
-                self._line += 1
-                try:
-                    entry = decode_entry(obj, projection_len=len(self._projection))
-                except RecordError as exc:
-                    raise RecordError(exc.reason, path=self._path, line=self._line) from None
-                self._load(entry, line=self._line)
-                count += 1
-        else:
-            start = 0
-            while start < complete:
-                end = data.index(b"\n", start)
-                self._line += 1
-                try:
-                    entry = decode_line(data[start:end], projection_len=len(self._projection))
-                except RecordError as exc:
-                    raise RecordError(exc.reason, path=self._path, line=self._line) from None
-                self._load(entry, line=self._line)
-                count += 1
-                start = end + 1
+        start = 0
+        while start < complete:
+            end = data.index(b"\n", start)
+            self._load_line(data[start:end])
+            count += 1
+            start = end + 1
         self._offset += complete
-        if torn:
-            if truncate:
-                assert self._fd is not None
-                logger.warning(
-                    "%s:%d: dropping a torn final line (%d bytes, no newline) left by an "
-                    "interrupted write; truncating the file to %d bytes",
-                    self._path,
-                    self._line + 1,
-                    torn,
-                    self._offset,
-                )
-                os.ftruncate(self._fd, self._offset)
-                os.fsync(self._fd)
-            else:
-                logger.warning(
-                    "%s:%d: ignoring an incomplete final line (%d bytes, no newline)",
-                    self._path,
-                    self._line + 1,
-                    torn,
-                )
+        tail = data[complete:]
+        if tail:
+            count += self._final_line(tail, truncate=truncate)
         return count
+
+    def _load_line(self, line: bytes) -> None:
+        self._line += 1
+        try:
+            entry = decode_line(line, projection_len=len(self._projection))
+        except RecordError as exc:
+            raise RecordError(exc.reason, path=self._path, line=self._line) from None
+        self._load(entry, line=self._line)
+
+    def _final_line(self, tail: bytes, *, truncate: bool) -> int:
+        """Handle bytes after the last newline: a complete entry, a torn write, or not a record.
+
+        A complete entry whose newline never reached the disk is kept (a writer adds the
+        newline before its next append). A prefix of an entry line (`{"v":...`, as every line
+        this library writes begins) is a write torn by a crash: dropped with a warning, and cut
+        off by a writer. Anything else means this is not a record: `RecordError`, file kept.
+        """
+        try:
+            entry = decode_line(tail, projection_len=len(self._projection))
+        except RecordError:
+            entry = None
+        if entry is not None and entry.seq == len(self._entries):
+            self._line += 1
+            self._load(entry, line=self._line)
+            self._needs_newline = True
+            self._offset += len(tail)
+            return 1
+        prefix = _LINE_START[: len(tail)]
+        if not tail.startswith(_LINE_START) and tail != prefix:
+            raise RecordError(
+                "not a record: the final line is neither an entry nor a torn one",
+                path=self._path,
+                line=self._line + 1,
+            )
+        where = f"{self._path}:{self._line + 1}"
+        if truncate:
+            assert self._fd is not None
+            logger.warning(
+                "%s: dropping a torn final line (%d bytes, no newline) left by an interrupted "
+                "write; truncating the file to %d bytes",
+                where,
+                len(tail),
+                self._offset,
+            )
+            os.ftruncate(self._fd, self._offset)
+            os.fsync(self._fd)
+        else:
+            logger.warning(
+                "%s: ignoring an incomplete final line (%d bytes, no newline)", where, len(tail)
+            )
+        return 0
 
     def refresh(self) -> int:
         """Read lines another writer appended since this (read-only) handle loaded."""
@@ -451,6 +486,9 @@ class JsonlRecord(Record):
     def _persist(self, entry: Entry, *, durable: bool) -> None:
         assert self._fd is not None
         data = encode_line(entry)
+        if self._needs_newline:
+            data = b"\n" + data
+            self._needs_newline = False
         view = memoryview(data)
         while view:
             written = os.write(self._fd, view)
