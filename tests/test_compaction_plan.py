@@ -156,12 +156,9 @@ def test_r17_a_fold_landing_inside_the_hysteresis_margin_summarizes_instead() ->
     """
     messages = session(10)
     pressure = total(messages)
-    post_fold = (
-        pressure
-        - plan_compaction(
-            messages, Knobs(threshold_tokens=10**9), pressure=pressure, estimate=est
-        ).prune.saved_tokens
-    )  # type: ignore[union-attr]
+    fold = plan_compaction(messages, Knobs(threshold_tokens=10**9), pressure=pressure, estimate=est)
+    assert isinstance(fold, FoldRewrite)
+    post_fold = pressure - fold.prune.saved_tokens
     inside = Knobs(threshold_tokens=post_fold + 100, recompact_margin_tokens=200)
     plan = plan_compaction(messages, inside, pressure=pressure, estimate=est)
     assert isinstance(plan, SummaryNeeded)
