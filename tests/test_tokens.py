@@ -561,3 +561,17 @@ def test_r7_the_first_whole_estimate_anchors_later_calls_before_any_usage(
     assert meter.pressure([*messages, extra]) == first + real(extra, meter._cal)
     assert calls == [extra]
     assert meter.last_observed is None
+
+
+def test_r10_rewrite_scales_an_over_estimated_span_down_to_billed_units() -> None:
+    """Regression: removing a span the estimate over-prices never drives pressure to zero."""
+    meter = TokenMeter()
+    messages = [Message.user("alpha beta gamma delta " * 50) for _ in range(10)]
+    whole = sum(meter.estimate(m) for m in messages)
+    meter.observe(whole // 2, len(messages))  # the provider billed half the estimate
+    after = messages[5:]
+    new = meter.rewrite(messages, after)
+    assert new == round(
+        whole // 2 - (whole // 2 / whole) * sum(meter.estimate(m) for m in messages[:5])
+    )
+    assert new > 0

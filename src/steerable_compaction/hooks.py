@@ -399,12 +399,13 @@ class CompactionHooks:
                     reason=plan.reason,
                 )
             case FoldRewrite():
+                post = self.meter.preview_rewrite(messages, plan.prune.messages)
                 self.record.append(
                     CompactionBoundary(
                         action=plan.action,
                         trigger=trigger,
                         pre_tokens=pre,
-                        post_tokens=plan.post_tokens,
+                        post_tokens=post,
                         replacement_count=len(plan.prune.edits),
                         edits=plan.prune.edits,
                     )
@@ -413,9 +414,9 @@ class CompactionHooks:
                 outcome = CompactionOutcome(
                     trigger=trigger,
                     written=True,
-                    effective=plan.post_tokens < self.policy.threshold_tokens,
+                    effective=post < self.policy.threshold_tokens,
                     pre_tokens=pre,
-                    post_tokens=plan.post_tokens,
+                    post_tokens=post,
                     action=plan.action,
                     reason=f"folded {plan.prune.folded} results, offloaded "
                     f"{plan.prune.offloaded} images",
@@ -496,8 +497,7 @@ class CompactionHooks:
         start, end = span
         replacement = summary_message(summary, end - start)
         after = [*messages[:start], replacement, *messages[end:]]
-        middle = sum(self.meter.estimate(m) for m in messages[start:end])
-        post = max(pre - middle + self.meter.estimate(replacement), 0)
+        post = self.meter.preview_rewrite(messages, after)
         action: CompactionAction = "summarize" if source == "summarizer" else "excerpt"
         self.record.append(
             CompactionBoundary(

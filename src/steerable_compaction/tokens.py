@@ -629,18 +629,33 @@ class TokenMeter:
         self._epoch += 1
         self._pending = None
 
-    def rewrite(self, before: Sequence[Message], after: Sequence[Message]) -> int:
-        """Re-anchor after compaction replaced `before` with `after`; returns the new pressure.
+    def preview_rewrite(self, before: Sequence[Message], after: Sequence[Message]) -> int:
+        """The pressure `rewrite(before, after)` would leave, without changing the meter.
 
         Pressure stays continuous (R10): messages of `before` missing from `after` (by identity)
-        are subtracted and new ones added. The observation resets so the next request re-observes
-        (R9).
+        are subtracted and new ones added. Where the billed anchor is below the estimate of the
+        same messages (the estimate errs high on purpose), the difference is scaled down by
+        `pressure / estimate(before)` (at most 2x): subtracting an over-estimated span from a
+        billed count would otherwise drive the result towards zero. It is never scaled up, since
+        a billed count above the estimate mostly holds overhead the estimate never sees (tool
+        schemas), which compaction does not remove.
         """
         old = self.pressure(before)
         removed, added = _missing(before, after), _missing(after, before)
         removed_raw = sum(self._raw(m) for m in removed)
         added_raw = sum(self._raw(m) for m in added)
-        new = max(0, old - self._scaled(removed_raw) + self._scaled(added_raw))
+        whole = sum(self._raw(m) for m in before)
+        ratio = min(1.0, max(0.5, old / whole)) if whole else 1.0
+        return max(0, round(old - ratio * removed_raw + ratio * added_raw))
+
+    def rewrite(self, before: Sequence[Message], after: Sequence[Message]) -> int:
+        """Re-anchor after compaction replaced `before` with `after`; returns the new pressure.
+
+        The new pressure is `preview_rewrite(before, after)` (continuous, R10). The observation
+        resets so the next request re-observes (R9).
+        """
+        new = self.preview_rewrite(before, after)
+        removed = _missing(before, after)
         survivors = {id(m) for m in after}
         for m in removed:
             if id(m) not in survivors:
