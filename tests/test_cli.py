@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
 from pathlib import Path
@@ -8,7 +9,13 @@ import pytest
 
 from steerable_compaction import Message, __version__
 from steerable_compaction.cli import describe_message, main
-from steerable_compaction.record import JsonlRecord, MessageAppended, SqliteRecord, Usage
+from steerable_compaction.record import (
+    JsonlRecord,
+    MessageAppended,
+    Reminder,
+    SqliteRecord,
+    Usage,
+)
 
 from .record_sessions import small_session
 
@@ -122,3 +129,110 @@ def test_running_the_package_as_a_module_calls_main(
         runpy.run_module("steerable_compaction", run_name="__main__")
     assert info.value.code == 2
     assert "usage:" in capsys.readouterr().out
+
+
+def test_help_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:
+    """`inspect`, `demo` and `serve` each add themselves to the subcommands."""
+    from steerable_compaction.cli import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    assert {"demo", "inspect", "serve"} <= set(sub.choices)  # `eval` joins with one call too
+    assert main([]) == 2
+    out = capsys.readouterr().out
+    assert "demo" in out and "serve" in out
+
+
+def test_inspect_chart_draws_the_pressure_png(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`inspect --chart` keeps the table and writes the chart.
+
+    The threshold line is drawn when the window (or model) is given.
+    """
+    record_path = tmp_path / "r.jsonl"
+    with JsonlRecord(record_path) as record:
+        for event in small_session():
+            record.append(event)
+    chart = tmp_path / "p.png"
+    assert main(["inspect", str(record_path), "--chart", str(chart), "--window", "8192"]) == 0
+    out = capsys.readouterr().out
+    assert "compactions" in out and "warning: bracket k2 is unclosed" in out
+    assert out.rstrip().endswith(f"chart: {chart} (1 rounds, 2 compactions)")
+    assert chart.read_bytes().startswith(b"\x89PNG")
+    assert main(["inspect", str(record_path), "--chart", str(chart)]) == 0
+    assert "pass --window or --model for the threshold" in capsys.readouterr().out
+    assert main(["inspect", str(record_path), "--chart", str(chart), "--model", "gpt-4o"]) == 0
+
+
+def test_inspect_chart_without_matplotlib_is_a_clear_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without the `plot` extra the command fails with the install command."""
+    record_path = tmp_path / "r.jsonl"
+    with JsonlRecord(record_path) as record:
+        record.append_message(Message.user("hi"))
+    monkeypatch.setitem(sys.modules, "matplotlib.backends.backend_agg", None)
+    assert main(["inspect", str(record_path), "--chart", str(tmp_path / "p.png")]) == 1
+    assert "pip install 'steerable-compaction[plot]'" in capsys.readouterr().err
+
+
+def test_demo_command_runs_a_short_session(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`demo --turns 1 --reads 14` runs one turn through the loop and reports it."""
+    command = ["demo", "--dir", str(tmp_path), "--turns", "1", "--reads", "14", "--window", "8192"]
+    assert main(command) == 0
+    out = capsys.readouterr().out
+    assert "read 14 files" in out and "compaction before round" in out
+    assert "manual" not in out  # the manual compaction belongs to the fourth turn
+    assert (tmp_path / "session-1.db").exists() and (tmp_path / "pressure-1.png").exists()
+    assert main(["demo", "--dir", str(tmp_path), "--provider", "openai"]) == 1
+    assert "a model name for --provider openai" in capsys.readouterr().err
+
+
+def test_serve_command_answers_stdin_on_stdout(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`serve` reads JSON-RPC lines from stdin and writes only protocol lines to stdout."""
+    import io
+    import json
+
+    requests = [
+        {"jsonrpc": "2.0", "id": 1, "method": "agent.chat.send", "params": {"input": "hi"}},
+        {"jsonrpc": "2.0", "id": 2, "method": "agent.chat.status"},
+    ]
+    data = "".join(json.dumps(r) + "\n" for r in requests).encode()
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data)))
+    record = tmp_path / "s.db"
+    before = sys.stdout
+    assert main(["serve", "--record", str(record), "--system", "Be brief.", "--tools", "none"]) == 0
+    assert sys.stdout is before  # the protocol redirect is undone
+    captured = capsys.readouterr()
+    lines = [json.loads(line) for line in captured.out.splitlines()]
+    assert {line.get("id") for line in lines if "id" in line} == {1, 2}
+    reply = next(line for line in lines if line.get("id") == 1)
+    assert reply["result"]["reply"] == "I have no tools to read the repository with here."
+    assert "provider caching, window 8,192" in captured.err
+    with SqliteRecord(record, readonly=True) as again:
+        assert again.messages()[0] == Message.system("Be brief.")
+
+
+def test_an_interrupted_command_exits_130(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C ends a command with the conventional status, without a traceback."""
+    import steerable_compaction.demo
+
+    async def interrupted(*args: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(steerable_compaction.demo, "run_demo", interrupted)
+    assert main(["demo", "--no-chart"]) == 130
+
+
+def test_inspect_shows_reminders(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A reminder is listed with its reason and text."""
+    path = tmp_path / "r.jsonl"
+    with JsonlRecord(path) as record:
+        record.append(Reminder(reason="compaction_thrashing", message=Message.user("slow down")))
+    assert main(["inspect", str(path)]) == 0
+    assert "reminder  compaction_thrashing: 'slow down'" in capsys.readouterr().out

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
+import logging
+import re
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TextIO, assert_never
 
 from . import __version__
 from .errors import CompactionError
 from .messages import Message
+from .policy import resolve_compaction_policy
 from .record import (
     CompactionBoundary,
     CompactionStart,
@@ -145,17 +150,99 @@ def inspect_record(record: Record, out: TextIO, *, limit: int | None = None) -> 
 def _cmd_inspect(args: argparse.Namespace) -> int:
     with open_record(args.record, readonly=True) as record:
         inspect_record(record, sys.stdout, limit=args.limit)
+        if args.chart is not None:
+            from .charts import pressure_series, render_pressure_chart
+
+            threshold = window = None
+            if args.window is not None or args.model is not None:
+                policy = resolve_compaction_policy(args.model, args.window)
+                threshold, window = policy.threshold_tokens, policy.max_context_tokens
+            series = pressure_series(record.entries)
+            path = render_pressure_chart(
+                series,
+                args.chart,
+                threshold=threshold,
+                window=window,
+                title=f"Context pressure per round: {Path(args.record).name}",
+            )
+            print(
+                f"\nchart: {path} ({series.rounds} rounds, {len(series.compactions)} compactions"
+                + ("" if threshold is not None else "; pass --window or --model for the threshold")
+                + ")"
+            )
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser (exposed for documentation and tests)."""
-    parser = argparse.ArgumentParser(
-        prog="steerable-compaction",
-        description="Keep a long agent turn inside the context window.",
+def _window(args: argparse.Namespace) -> int | None:
+    from .demo import default_window
+
+    return int(args.window) if args.window is not None else default_window(args.provider)
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from .demo import DEMO_PROMPTS, DemoOptions, run_demo
+
+    prompts = DEMO_PROMPTS[: args.turns]
+    if args.reads is not None:
+        prompts = tuple(re.sub(r"\bread \d+", f"read {args.reads}", p) for p in prompts)
+    options = DemoOptions(
+        directory=Path(args.dir),
+        provider=args.provider,
+        model=args.model,
+        base_url=args.base_url,
+        window=_window(args),
+        prompts=prompts,
+        manual_before_turn=None if args.turns < len(DEMO_PROMPTS) else len(DEMO_PROMPTS),
+        chart=not args.no_chart,
+        scripted=args.scripted,
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    asyncio.run(run_demo(options, sys.stdout))
+    return 0
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from .demo import ScriptedAgent, Workspace, build_provider
+    from .sidecar import Session, serve_stdio
+
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="%(name)s: %(message)s")
+    workspace = Workspace()
+    tools = (
+        args.tools if args.tools is not None else ("demo" if args.provider == "demo" else "none")
+    )
+    window = _window(args)
+    provider = build_provider(
+        args.provider,
+        model=args.model,
+        base_url=args.base_url,
+        window=window,
+        agent=ScriptedAgent(workspace),
+    )
+    saved, protocol = sys.stdout, sys.stdout.buffer
+    sys.stdout = sys.stderr  # stray prints must never corrupt the protocol stream
+    try:
+        with open_record(args.record) as record:
+            session = Session(
+                record,
+                provider,
+                model=args.model,
+                window=window,
+                tools=workspace.tools() if tools == "demo" else (),
+                system=args.system,
+                harness=args.harness,
+            )
+            print(
+                f"steerable-compaction serve: {record.path} ({record.message_count} messages), "
+                f"provider {provider.name}, window {session.policy.max_context_tokens:,}, "
+                "JSON-RPC 2.0 on stdin/stdout",
+                file=sys.stderr,
+            )
+            asyncio.run(serve_stdio(session, sys.stdin.buffer, protocol))
+    finally:
+        sys.stdout = saved
+    return 0
+
+
+def _add_inspect(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     inspect = sub.add_parser(
         "inspect", help="print a record's events, brackets and boundaries as a table"
     )
@@ -163,7 +250,91 @@ def build_parser() -> argparse.ArgumentParser:
     inspect.add_argument(
         "--limit", type=int, default=None, metavar="N", help="show only the last N events"
     )
+    inspect.add_argument(
+        "--chart", default=None, metavar="PNG", help="also draw the pressure per round as a PNG"
+    )
+    inspect.add_argument(
+        "--window", type=int, default=None, metavar="N", help="context window (threshold line)"
+    )
+    inspect.add_argument("--model", default=None, help="model name (its window and policy)")
     inspect.set_defaults(func=_cmd_inspect)
+
+
+def _provider_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--provider",
+        choices=["demo", "openai", "anthropic", "local"],
+        default="demo",
+        help="demo: offline scripted agent on a caching fake (default); local: a GGUF in-process",
+    )
+    parser.add_argument("--model", default=None, help="model name (local: a GGUF path)")
+    parser.add_argument(
+        "--base-url", default=None, help="an OpenAI- or Anthropic-compatible server's URL"
+    )
+    parser.add_argument(
+        "--window",
+        type=int,
+        default=None,
+        metavar="N",
+        help="context window in tokens (default: demo 8192, local 4096, else the model's)",
+    )
+
+
+def _add_demo(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    demo = sub.add_parser(
+        "demo", help="run a long scripted agent session and chart its context pressure"
+    )
+    demo.add_argument(
+        "--dir", default="steerable-demo", help="where the record and chart go (./steerable-demo)"
+    )
+    _provider_flags(demo)
+    demo.add_argument(
+        "--turns", type=int, choices=range(1, 5), default=4, metavar="1-4", help="user turns"
+    )
+    demo.add_argument("--reads", type=int, default=None, metavar="N", help="files read per turn")
+    demo.add_argument("--no-chart", action="store_true", help="skip the PNG chart")
+    demo.add_argument(
+        "--scripted",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="script the agent's moves over a real provider (default: only for local)",
+    )
+    demo.set_defaults(func=_cmd_demo)
+
+
+def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    serve = sub.add_parser(
+        "serve", help="JSON-RPC 2.0 sidecar on stdin/stdout (agent.chat.send, compact, ...)"
+    )
+    serve.add_argument(
+        "--record", required=True, help="the session record (.jsonl, or .db for SQLite)"
+    )
+    _provider_flags(serve)
+    serve.add_argument("--harness", default=None, help="a harness YAML (default: packaged)")
+    serve.add_argument("--system", default=None, help="system prompt for a new record")
+    serve.add_argument(
+        "--tools",
+        choices=["demo", "none"],
+        default=None,
+        help="the demo workspace's read-only tools, or none (default: demo for --provider demo)",
+    )
+    serve.set_defaults(func=_cmd_serve)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser (exposed for documentation and tests).
+
+    Each command adds itself to the subparsers with one call (`_add_inspect(sub)`, ...).
+    """
+    parser = argparse.ArgumentParser(
+        prog="steerable-compaction",
+        description="Keep a long agent turn inside the context window.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    _add_inspect(sub)
+    _add_demo(sub)
+    _add_serve(sub)
     return parser
 
 
@@ -179,4 +350,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CompactionError as exc:
         print(f"steerable-compaction: error: {exc}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        return 130
     return status

@@ -1,0 +1,266 @@
+from __future__ import annotations
+
+import io
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from steerable_compaction import Message, ToolCall
+from steerable_compaction.charts import MissingExtraError
+from steerable_compaction.compaction import SECTIONS, SUMMARY_INSTRUCTION
+from steerable_compaction.demo import (
+    DEMO_PROMPTS,
+    DemoOptions,
+    PressureView,
+    ScriptedAgent,
+    ScriptedOverProvider,
+    Workspace,
+    build_provider,
+    default_window,
+    run_demo,
+    run_demo_sync,
+)
+from steerable_compaction.errors import ConfigError
+from steerable_compaction.providers.base import CompletionRequest, StreamDone
+from steerable_compaction.record import SqliteRecord
+from steerable_compaction.testing import CachingProvider, FunctionProvider
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+TOOLS = tuple(t.spec for t in Workspace().tools())
+
+
+def request(*messages: Message) -> CompletionRequest:
+    return CompletionRequest(messages=messages, tools=TOOLS)
+
+
+async def test_the_workspace_is_deterministic_and_its_tools_read_it() -> None:
+    """Same seed, same files; `read_file` refuses unknown paths; `grep` caps its hits."""
+    workspace = Workspace()
+    assert Workspace().files == workspace.files
+    assert len(workspace.paths) == 40
+    tools = {t.name: t for t in workspace.tools()}
+    listing = await tools["list_files"].fn({})
+    assert isinstance(listing, str) and listing.splitlines() == workspace.paths
+    path = workspace.paths[0]
+    assert await tools["read_file"].fn({"path": path}) == workspace.files[path]
+    with pytest.raises(FileNotFoundError):
+        await tools["read_file"].fn({"path": "../etc/passwd"})
+    hits = await tools["grep"].fn({"pattern": "def "})
+    assert isinstance(hits, str)
+    assert len(hits.splitlines()) == 13 and hits.splitlines()[-1].startswith("… ")
+    assert await tools["grep"].fn({"pattern": "no such text"}) == "no matches"
+    with pytest.raises(ValueError):
+        await tools["grep"].fn({"pattern": ""})
+    todo = next(p for p in workspace.paths if workspace.todos(p))
+    assert "TODO" in workspace.todos(todo)[0]
+
+
+def test_the_agent_reads_what_the_input_asks_then_reports() -> None:
+    """`read N files` sets the plan; the first move lists files; a reminder does not restart it."""
+    agent = ScriptedAgent(Workspace(), default_reads=1)
+    goal = Message.user("Look (read 2 files).")
+    moves = [agent(request(goal))]
+    reminder = Message.user("<system-reminder>\nthrashing\n</system-reminder>")
+    for _ in range(3):
+        moves.append(agent(request(goal, reminder)))
+    names = [m.tool_calls[0].name if m.tool_calls else "reply" for m in moves]
+    assert names == ["list_files", "read_file", "read_file", "reply"]
+    assert moves[-1].text.startswith("I read 2 files (")
+    nxt = agent(request(goal, moves[-1], Message.user("again")))  # default_reads=1
+    assert nxt.tool_calls[0].name == "read_file"
+    assert agent(request(Message.user("x"))).text.startswith("I read 1 files")
+    assert agent(request(Message.user("Thanks (read 0 files)."))).text == (
+        "I read no files this turn."
+    )
+    bare = CompletionRequest(messages=(Message.user("read 3 files"),))
+    assert agent(bare).text == "I have no tools to read the repository with here."
+
+
+def test_the_agent_greps_every_seventh_call() -> None:
+    """Some moves are searches, so tool results vary in size."""
+    agent = ScriptedAgent(Workspace())
+    goal = Message.user("read 12 files")
+    calls = [agent(request(goal)).tool_calls[0] for _ in range(8)]
+    assert calls[6].name == "grep" and json.loads(calls[6].arguments) == {"pattern": "TODO"}
+
+
+def test_the_agents_summary_has_the_fixed_sections_and_the_files_read() -> None:
+    """A warm-prefix replay gets a checkpoint in the R29 sections, naming each file read."""
+    agent = ScriptedAgent(Workspace())
+    path = next(p for p in agent.workspace.paths if agent.workspace.todos(p))
+    call = ToolCall(id="c1", name="read_file", arguments=json.dumps({"path": path}))
+    again = ToolCall(id="c2", name="read_file", arguments=json.dumps({"path": path}))
+    replay = request(
+        Message.system("sys"),
+        Message.user("Map the repo."),
+        Message.assistant(None, [call]),
+        Message.tool("c1", "..."),
+        Message.assistant(None, [again]),
+        Message.tool("c2", "..."),
+        Message.user(SUMMARY_INSTRUCTION),
+    )
+    summary = agent(replay).text
+    assert [line[3:] for line in summary.splitlines() if line.startswith("## ")] == list(SECTIONS)
+    assert "Map the repo." in summary and f"Read 1 files: {path}." in summary
+    assert "TODOs found: " + path in summary
+    assert agent.summaries == 1
+    empty = agent(request(Message.user(SUMMARY_INSTRUCTION))).text
+    assert "Read 0 files: none yet." in empty
+
+
+def test_build_provider_makes_each_kind_or_says_what_is_missing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The demo kind is the caching fake; real kinds need a model; local is lazy and scripted."""
+    assert (default_window("demo"), default_window("local"), default_window("openai")) == (
+        8192,
+        4096,
+        None,
+    )
+    demo = build_provider("demo")
+    assert isinstance(demo, CachingProvider) and demo.window == 8192
+    with pytest.raises(ConfigError, match="one of"):
+        build_provider("bedrock")
+    with pytest.raises(ConfigError, match="a model name for --provider openai"):
+        build_provider("openai")
+    openai = build_provider("openai", model="gpt-4o-mini", base_url="http://127.0.0.1:9/v1")
+    assert openai.name == "openai"
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.delenv("ANTHROPIC_AUTH_TOKEN", raising=False)
+    with pytest.raises(ConfigError, match="OPENAI_API_KEY=None is not allowed"):
+        build_provider("openai", model="gpt-4o-mini")
+    with pytest.raises(ConfigError, match="ANTHROPIC_API_KEY=None is not allowed"):
+        build_provider("anthropic", model="claude-sonnet-4-5")
+    monkeypatch.setenv("OPENAI_API_KEY", "test")
+    assert build_provider("openai", model="gpt-4o-mini").name == "openai"
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test")
+    assert build_provider("anthropic", model="claude-sonnet-4-5").name == "anthropic"
+    scripted = build_provider("openai", model="m", base_url="http://127.0.0.1:9", scripted=True)
+    assert isinstance(scripted, ScriptedOverProvider) and scripted.name == "openai"
+    with pytest.raises(ConfigError, match="--provider openai --base-url"):
+        build_provider("local", base_url="http://127.0.0.1:8080")
+    local = build_provider("local", window=2048)
+    assert isinstance(local, ScriptedOverProvider)
+    for module, kind in [
+        ("steerable_compaction.providers.llamacpp", "local"),
+        ("steerable_compaction.providers.openai", "openai"),
+        ("steerable_compaction.providers.anthropic", "anthropic"),
+    ]:
+        monkeypatch.setitem(sys.modules, module, None)
+        with pytest.raises(MissingExtraError, match=r"pip install 'steerable-compaction\["):
+            build_provider(kind, model="m")
+
+
+async def test_scripted_over_provider_measures_the_prompt_and_scripts_the_move() -> None:
+    """Turn requests cost one output token and get the agent's move; summaries pass through."""
+    seen: list[CompletionRequest] = []
+
+    def inner(req: CompletionRequest) -> str:
+        seen.append(req)
+        return "model text"
+
+    provider = ScriptedOverProvider(FunctionProvider(inner), lambda _: Message.assistant("move"))
+    turn = await provider.complete(request(Message.user("go")))
+    assert turn.message.text == "move" and turn.stop_reason == "stop"
+    assert seen[-1].max_output_tokens == 1 and turn.usage.prompt_tokens > 0
+    summary = await provider.complete(request(Message.user(SUMMARY_INSTRUCTION)))
+    assert summary.message.text == "model text" and seen[-1].max_output_tokens is None
+    streamed = [e async for e in provider.stream(request(Message.user("go")))]
+    assert len(streamed) == 1 and isinstance(streamed[0], StreamDone)
+
+
+class Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_the_pressure_view_draws_a_live_bar_on_a_terminal() -> None:
+    """On a terminal the bar redraws in place; compaction lines print above it."""
+    out = Tty()
+    view = PressureView(out, window=100, threshold=80, live=True)
+    view.on_event({"type": "tool_calls", "usage": {"prompt_tokens": 90}})
+    assert view.bar(10) == "round    1 [########!.]      90 / 100   90%"
+    compaction = {
+        "type": "compaction",
+        "action": "compact",
+        "trigger": "pressure",
+        "pre_tokens": 95,
+        "post_tokens": 40,
+        "edits": 3,
+    }
+    view.on_event(compaction)
+    view.on_event({"type": "reply", "usage": {"prompt_tokens": 42}})
+    view.on_event({"type": "reminder", "reason": "compaction_thrashing"})
+    view.on_event(compaction)
+    view.on_event({**compaction, "action": "excerpt"})
+    view.finish()
+    text = out.getvalue()
+    assert "\r" in text and text.endswith("\n")
+    assert (
+        "compaction before round 2: compact (pressure) 95 -> 40 tokens (next request: 42); "
+        "folded 3 tool results, no LLM call" in text
+    )
+    assert "compaction before round 3: compact (pressure) 95 -> 40 tokens; folded" in text
+    assert "reminder (compaction_thrashing) appended" in text
+    assert "compaction before round 3: excerpt (pressure) 95 -> 40 tokens\n" in text
+
+
+async def test_r15_the_default_demo_runs_every_path_and_writes_record_and_chart(
+    tmp_path: Path,
+) -> None:
+    """The default demo: four turns, folds, warm-prefix summaries, a manual compaction, a chart.
+
+    The summarizer reads most of its prompt from the cache.
+    """
+    out = io.StringIO()
+    result = await run_demo(DemoOptions(directory=tmp_path), out)
+    text = out.getvalue()
+    assert result.record == tmp_path / "session-1.db"
+    assert result.chart == tmp_path / "pressure-1.png"
+    assert result.chart.read_bytes().startswith(PNG_MAGIC)
+    assert result.rounds > 100 and result.compactions >= 8
+    assert result.cached_tokens / result.prompt_tokens > 0.7
+    for prompt in DEMO_PROMPTS:
+        assert f"turn: {prompt}" in text
+    assert "summarize (pressure)" in text and "compact (pressure)" in text
+    assert "summarize (manual)" in text
+    assert "(host asked for a manual compaction: agent.chat.compact)" in text
+    shares = [
+        int(line.split("summarizer cache read ")[1].split("%")[0])
+        for line in text.splitlines()
+        if "summarizer cache read" in line
+    ]
+    assert shares and min(shares) >= 80
+    assert f"chart: {result.chart}" in text
+    assert f"inspect it: steerable-compaction inspect {result.record}" in text
+    with SqliteRecord(result.record, readonly=True) as record:
+        infos = record.compactions()
+        assert len(infos) == result.compactions
+        assert all(c.status in ("closed", "fold") for c in infos)
+        assert record.message_count > len(record.projection)
+
+
+def test_a_second_demo_run_never_overwrites_the_first(tmp_path: Path) -> None:
+    """Each run takes the next free `session-N.db` in the directory."""
+    options = DemoOptions(directory=tmp_path, prompts=("go (read 2 files)",), chart=False)
+    first = run_demo_sync(options, io.StringIO())
+    again = run_demo_sync(options, io.StringIO())
+    assert first.record == tmp_path / "session-1.db" and first.chart is None
+    assert again.record == tmp_path / "session-2.db" and first.record.exists()
+
+
+async def test_the_demo_without_matplotlib_still_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No chart, and a line that says how to get one."""
+    monkeypatch.setitem(sys.modules, "matplotlib.backends.backend_agg", None)
+    out = io.StringIO()
+    options = DemoOptions(directory=tmp_path, prompts=("go (read 3 files)",))
+    result = await run_demo(options, out)
+    assert result.chart is None
+    assert "no chart: the pressure chart needs matplotlib" in out.getvalue()
