@@ -63,7 +63,7 @@ def test_r28_images_become_pointers_for_a_text_only_summarizer() -> None:
 
 def test_r28_the_turn_model_itself_gets_images_verbatim() -> None:
     """R28: when the summarizer is the turn model, images replay as they were (cache stays warm)."""
-    messages = [*session(1), image_message("x"), *session(3)[2:]]
+    messages = [*session(1), image_message("x"), *tool_round(5, "a"), *tool_round(6, "b")]
     span = select_regions(messages, 2).middle
     request = build_summary_request(messages, span, replay_images=True)
     assert request.replay == tuple(messages[: span[1]])
@@ -177,3 +177,16 @@ def test_excerpt_summary_trims_long_sections_to_fit_a_small_budget() -> None:
     for name in SECTIONS:
         assert f"## {name}" in text
     assert "bad value 59" in text  # the newest error survives the trimming
+
+
+def test_r22b_the_replay_repairs_broken_pairs_like_the_turn_request() -> None:
+    """The replay of a restored log repairs orphans exactly as the loop's requests do."""
+    from steerable_compaction.compaction import pair_issues, repair_tool_pairs
+
+    messages = [Message.system("s"), Message.tool("gone", "orphan"), Message.user("goal")]
+    messages += [*tool_round(1, "a"), *tool_round(2, "b"), *tool_round(3, "c")]
+    span = select_regions(messages, 2).middle
+    request = build_summary_request(messages, span)
+    assert not pair_issues(request.messages)
+    turn_request = repair_tool_pairs(messages)
+    assert list(request.replay) == turn_request[: len(request.replay)]

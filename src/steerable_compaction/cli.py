@@ -25,6 +25,7 @@ from .record import (
     Reminder,
     open_record,
 )
+from .sim.command import add_eval_command
 
 __all__ = ["describe_entry", "describe_message", "inspect_record", "main"]
 
@@ -335,6 +336,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_inspect(sub)
     _add_demo(sub)
     _add_serve(sub)
+    add_eval_command(sub)
     return parser
 
 

@@ -16,7 +16,7 @@ from typing import Literal
 
 from ..messages import ImagePart, Message, TextPart, ToolResult
 from .prune import image_pointer
-from .regions import SUMMARY_TAG, call_sites, is_goal_candidate
+from .regions import SUMMARY_TAG, call_sites, is_goal_candidate, repair_tool_pairs
 
 __all__ = [
     "SECTIONS",
@@ -115,6 +115,9 @@ def build_summary_request(
     replay = tuple(messages[:tail_start])
     if not replay_images:
         replay = text_pointer_span(replay, rounds)
+    # The turn requests carried these messages with broken pairs repaired (R22b), so the replay
+    # does too: the same bytes (a warm prefix) and nothing a provider refuses.
+    replay = tuple(repair_tool_pairs(replay))
     return SummaryRequest(messages=(*replay, Message.user(instruction)), span=span)
 
 

@@ -1,0 +1,242 @@
+"""`steerable-compaction eval`: run the simulator from the command line.
+
+`add_eval_command(subparsers)` adds the `eval` subcommand to the CLI's parser. It runs every
+arm on every task (`--tasks`, `--arms`, space- or comma-separated), shows a progress bar on
+stderr, prints a table on stdout and writes `results.json` and `eval.png` into `--out`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TextIO
+
+from .runner import ARM_NAMES, ARMS, PEER_ARMS, EvalResults, RunResult, run_eval
+from .tasks import TASK_NAMES
+
+__all__ = ["add_eval_command", "format_table", "run_eval_command"]
+
+_TRACE_SHORT = {
+    "bracket_shrinks": "bracket",
+    "fold_shrinks": "fold",
+    "hysteresis": "hyst",
+    "prefix_replay": "prefix",
+    "tool_pairs": "pairs",
+}
+
+
+def add_eval_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add `eval [--tasks …] [--arms …] [--out DIR] [--seed N]` to a CLI's subparsers."""
+    parser = subparsers.add_parser(
+        "eval",
+        help="run the compaction simulator: every arm on every task, a table, JSON and a chart",
+        description="Run simulated agent sessions with planted needles under each context "
+        "strategy (arm) and measure needle recall, prompt-cache reads, tokens and billed cost. "
+        f"Tasks: {', '.join(TASK_NAMES)}. Arms: {', '.join(ARM_NAMES)}.",
+    )
+    parser.add_argument(
+        "--tasks", nargs="+", default=list(TASK_NAMES), metavar="TASK", help="tasks to run"
+    )
+    parser.add_argument(
+        "--arms", nargs="+", default=list(ARM_NAMES), metavar="ARM", help="arms to run"
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path("eval-results"),
+        metavar="DIR",
+        help="where results.json and eval.png go (default: eval-results)",
+    )
+    parser.add_argument("--seed", type=int, default=0, metavar="N", help="task seed (default 0)")
+    parser.add_argument(
+        "--scale",
+        type=float,
+        default=1.0,
+        metavar="X",
+        help="session length factor, (0, 4] (default 1; tests use less)",
+    )
+    parser.add_argument(
+        "--model",
+        default=None,
+        help="the model whose policy and token calibration every arm uses "
+        "(default: an unknown model)",
+    )
+    parser.add_argument(
+        "--summary-ratio",
+        type=int,
+        default=16,
+        metavar="N",
+        help="the simulated summarizer writes about 1/N of the fresh material (default 16)",
+    )
+    parser.set_defaults(func=run_eval_command)
+
+
+def _names(values: Sequence[str], known: Sequence[str], kind: str) -> list[str]:
+    names = [n for value in values for n in value.split(",") if n]
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise ValueError(f"unknown {kind} {', '.join(unknown)}; known: {', '.join(known)}")
+    return list(dict.fromkeys(names))
+
+
+def _bar(stream: TextIO) -> Callable[[int, int, str, str], None]:
+    live = stream.isatty()
+
+    def update(done: int, total: int, task: str, arm: str) -> None:
+        width = 30
+        filled = width * done // total
+        line = f"[{'#' * filled}{'.' * (width - filled)}] {done}/{total} {task} / {arm}"
+        if live:
+            stream.write("\r" + line.ljust(80) + ("\n" if done == total else ""))
+        else:
+            stream.write(line + "\n")
+        stream.flush()
+
+    return update
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def _row(run: RunResult) -> list[str]:
+    trace = ", ".join(f"{_TRACE_SHORT.get(k, k)} {v}" for k, v in sorted(run.trace.items()))
+    return [
+        run.task,
+        run.arm,
+        f"{run.recall:.2f}",
+        _pct(run.cache_hit_rate),
+        _pct(run.summary_cache_hit_rate),
+        f"{run.prompt_tokens:,}",
+        f"{run.cost_usd['anthropic']:.3f}",
+        f"{run.cost_usd['openai']:.3f}",
+        f"{run.cost_usd['deepseek']:.4f}",
+        str(run.summary_calls),
+        str(run.compactions),
+        str(run.overflow_deaths) if run.death is None or run.overflow_deaths else "err",
+        trace or "ok",
+    ]
+
+
+def _render(rows: list[list[str]]) -> str:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    right = {2, 3, 4, 5, 6, 7, 8, 9, 10, 11}
+    lines = []
+    for row in rows:
+        cells = [
+            c.rjust(w) if i in right else c.ljust(w)
+            for i, (c, w) in enumerate(zip(row, widths, strict=True))
+        ]
+        lines.append("  ".join(cells).rstrip())
+    return "\n".join(lines)
+
+
+_HEAD = [
+    "task",
+    "arm",
+    "recall",
+    "hit",
+    "sum-hit",
+    "prompt tok",
+    "$anthr",
+    "$openai",
+    "$deepseek",
+    "sums",
+    "comp",
+    "death",
+    "trace",
+]
+
+
+def format_table(results: EvalResults) -> str:
+    """The per-run table, then one line per arm over all tasks."""
+    rows = [_HEAD] + [_row(r) for r in results.runs]
+    by_arm: dict[str, list[RunResult]] = {}
+    for run in results.runs:
+        by_arm.setdefault(run.arm, []).append(run)
+    totals = [
+        [
+            "arm",
+            "tasks",
+            "recall",
+            "needles",
+            "prompt tok",
+            "$anthr",
+            "$openai",
+            "$deepseek",
+            "sums",
+            "deaths",
+        ]
+    ]
+    for arm, runs in by_arm.items():
+        found = sum(len(r.recalled) for r in runs)
+        needles = sum(r.needles for r in runs)
+        totals.append(
+            [
+                arm,
+                str(len(runs)),
+                f"{sum(r.recall for r in runs) / len(runs):.2f}",
+                f"{found}/{needles}",
+                f"{sum(r.prompt_tokens for r in runs):,}",
+                f"{sum(r.cost_usd['anthropic'] for r in runs):.3f}",
+                f"{sum(r.cost_usd['openai'] for r in runs):.3f}",
+                f"{sum(r.cost_usd['deepseek'] for r in runs):.4f}",
+                str(sum(r.summary_calls for r in runs)),
+                str(sum(r.death is not None for r in runs)),
+            ]
+        )
+    note = (
+        "hit: cached/prompt tokens over all requests, sum-hit: over summarizer requests "
+        "(Anthropic cache rules); death: 1 = context overflow ended the session, err = another "
+        "error did; trace: L2 violations by check (peer arms: " + ", ".join(PEER_ARMS) + ")."
+    )
+    overall = "over all tasks (recall: mean of the tasks)"
+    return f"{_render(rows)}\n\n{overall}\n{_render(totals)}\n\n{note}"
+
+
+def run_eval_command(
+    args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextIO | None = None
+) -> int:
+    """Run `eval` for parsed `args`; returns the exit status."""
+    out = sys.stdout if stdout is None else stdout
+    err = sys.stderr if stderr is None else stderr
+    try:
+        tasks = _names(args.tasks, TASK_NAMES, "task(s)")
+        arms = _names(args.arms, ARM_NAMES, "arm(s)")
+        if not 0 < args.scale <= 4:
+            raise ValueError(f"--scale must be in (0, 4], got {args.scale}")
+        if args.summary_ratio < 1:
+            raise ValueError(f"--summary-ratio must be >= 1, got {args.summary_ratio}")
+    except ValueError as exc:
+        err.write(f"steerable-compaction eval: error: {exc}\n")
+        return 2
+    err.write(
+        f"running {len(tasks) * len(arms)} sessions ({len(tasks)} tasks x {len(arms)} arms)\n"
+    )
+    results = run_eval(
+        tasks,
+        arms,
+        seed=args.seed,
+        scale=args.scale,
+        model=args.model,
+        summary_ratio=args.summary_ratio,
+        progress=_bar(err),
+    )
+    out.write(format_table(results) + "\n")
+    args.out.mkdir(parents=True, exist_ok=True)
+    document = results.to_json()
+    document["arm_sources"] = {name: (ARMS[name].build.__doc__ or "").strip() for name in arms}
+    target = args.out / "results.json"
+    target.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    try:
+        from .chart import write_chart
+
+        chart = write_chart(results, args.out / "eval.png")
+    except ImportError as exc:  # pragma: no cover - the dev extra installs matplotlib
+        err.write(f"note: no chart: {exc}\n")
+        chart = None
+    out.write(f"\nwrote {target}" + (f" and {chart}" if chart else "") + "\n")
+    return 0

@@ -1,0 +1,384 @@
+"""Running arms over tasks: one simulated session per (task, arm), its metrics and trace.
+
+`run_session(task, arm)` plays `task` through `CoreLoop` with the arm's hooks, a `SimProvider`
+(prompt-cache model, Anthropic rules, strict tool pairing) whose replies come from the scripted
+agent or, for summary requests, the extractive summarizer. When the session ends (or dies), the
+agent's answers give recall, the provider's log gives tokens, cache reads and costs, and
+`check_trace` runs over the record and every request. `run_eval` does this for many pairs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from ..compaction import SUMMARY_INSTRUCTION
+from ..errors import (
+    CompactionError,
+    ContextOverflowError,
+    OverflowRetriesExhaustedError,
+    ProviderError,
+)
+from ..loop import Tool, ToolOutput
+from ..messages import Message
+from ..policy import resolve_compaction_policy
+from ..providers.base import CompletionRequest
+from ..record import CompactionBoundary, MemoryRecord
+from ..trace import check_trace
+from .agent import ScriptedAgent
+from .arms import (
+    ArmContext,
+    BuiltArm,
+    FoldOnlyArm,
+    NaiveArm,
+    ObservationMaskingArm,
+    build_current,
+    build_hooks,
+    build_none,
+)
+from .diagnose import loss_causes
+from .metrics import PRICES, PRIMARY, RULES, billed_cost, cache_hit_rate, replay_usage
+from .peers import CODEX_PROMPT, CodexArm, LangChainArm, OpenHandsArm
+from .provider import SimClock, SimProvider
+from .summarizer import TRANSCRIPT_OPEN, ExtractiveSummarizer
+from .tasks import TASK_NAMES, Task, build_task
+
+__all__ = [
+    "ARMS",
+    "ARM_NAMES",
+    "PEER_ARMS",
+    "ArmSpec",
+    "EvalResults",
+    "RunResult",
+    "is_summary_call",
+    "run_eval",
+    "run_session",
+]
+
+AGENT_SECONDS = 8.0  # simulated time per agent request (model + tool)
+SUMMARY_SECONDS = 2.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ArmSpec:
+    """An arm: its name, how to build its loop, and one line on what it does."""
+
+    name: str
+    build: Callable[[ArmContext], BuiltArm]
+    summary: str
+
+
+ARMS: dict[str, ArmSpec] = {
+    spec.name: spec
+    for spec in (
+        ArmSpec(name="none", build=build_none, summary="no context management"),
+        ArmSpec(
+            name="naive",
+            build=build_hooks(NaiveArm),
+            summary="cold summary of everything at the threshold, no fold",
+        ),
+        ArmSpec(
+            name="fold_only",
+            build=build_hooks(FoldOnlyArm),
+            summary="the engine's fold stage alone, never a summary",
+        ),
+        ArmSpec(
+            name="current",
+            build=build_current,
+            summary="this library: fold, then warm-prefix summary (packaged harness)",
+        ),
+        ArmSpec(
+            name="masking",
+            build=build_hooks(ObservationMaskingArm),
+            summary="observation masking, last 5 tool outputs (SWE-agent style)",
+        ),
+        ArmSpec(
+            name="openhands",
+            build=build_hooks(OpenHandsArm),
+            summary="half-cut cold summary, keep first (OpenHands condenser style)",
+        ),
+        ArmSpec(
+            name="langchain",
+            build=build_hooks(LangChainArm),
+            summary="keep last 20, cold summary of a trimmed input (LangChain style)",
+        ),
+        ArmSpec(
+            name="codex",
+            build=build_hooks(CodexArm),
+            summary="full warm summary + recent user messages (Codex CLI style)",
+        ),
+    )
+}
+ARM_NAMES: tuple[str, ...] = tuple(ARMS)
+PEER_ARMS: tuple[str, ...] = ("masking", "openhands", "langchain", "codex")
+
+
+def is_summary_call(request: CompletionRequest) -> bool:
+    """Whether `request` asks for a summary (any arm's way of asking)."""
+    last = request.messages[-1] if request.messages else None
+    if last is None or last.role != "user":
+        return False
+    text = last.text
+    return text in (SUMMARY_INSTRUCTION, CODEX_PROMPT) or TRANSCRIPT_OPEN in text
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunResult:
+    """Everything measured on one (task, arm) session; `standard.md` defines each field."""
+
+    task: str
+    arm: str
+    seed: int
+    window: int
+    threshold: int
+    rounds: int
+    planned_rounds: int
+    needles: int
+    recalled: tuple[str, ...]
+    recall: float
+    recall_by_carrier: dict[str, tuple[int, int]]
+    requests: int
+    prompt_tokens: int
+    cached_tokens: int
+    completion_tokens: int
+    cache_hit_rate: float | None
+    summary_calls: int
+    summary_prompt_tokens: int
+    summary_cached_tokens: int
+    summary_cache_hit_rate: float | None
+    compactions: int
+    overflow_deaths: int
+    death: str | None
+    cost_usd: dict[str, float]
+    cache_hit_rate_by_rules: dict[str, float | None]
+    trace: dict[str, int] = field(default_factory=dict)
+    lost: dict[str, str] = field(default_factory=dict)
+    model: str | None = None
+    pressure: tuple[int, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        out = asdict(self)
+        out["recalled"] = list(self.recalled)
+        out["pressure"] = list(self.pressure)
+        out["recall_by_carrier"] = {k: list(v) for k, v in self.recall_by_carrier.items()}
+        return out
+
+
+def _tools(task: Task, agent: ScriptedAgent) -> tuple[Tool, ...]:
+    def make(name: str) -> Callable[[Mapping[str, Any]], Any]:
+        async def run(arguments: Mapping[str, Any]) -> ToolOutput:
+            return await agent.run_tool(name, arguments)
+
+        return run
+
+    return tuple(
+        Tool(name=name, fn=make(name), description=f"The {name} tool.") for name in task.tools
+    )
+
+
+async def run_session(
+    task: Task,
+    arm: str,
+    *,
+    model: str | None = None,
+    summarizer: ExtractiveSummarizer | None = None,
+) -> RunResult:
+    """Play `task` with `arm` and measure it (see the module docstring).
+
+    `model` names the model whose policy and token calibration every arm uses (the window is
+    always the task's); `None` is the unknown-model default.
+    """
+    spec = ARMS[arm]
+    clock = SimClock()
+    agent = ScriptedAgent(task)
+    summarize = summarizer if summarizer is not None else ExtractiveSummarizer()
+
+    def answer(request: CompletionRequest) -> Message:
+        if is_summary_call(request):
+            clock.advance(SUMMARY_SECONDS)
+            return Message.assistant(summarize(request))
+        clock.advance(AGENT_SECONDS)
+        return agent.respond(request)
+
+    provider = SimProvider(answer, window=task.window, rules=RULES[PRIMARY](), clock=clock)
+    record = MemoryRecord()
+    record.append_message(Message.system(task.system))
+    for message in task.restored:
+        record.append_message(message)
+    policy = resolve_compaction_policy(model, task.window)
+    death: str | None = None
+    with tempfile.TemporaryDirectory(prefix="steerable-sim-") as scratch:
+        ctx = ArmContext(
+            record=record,
+            provider=provider,
+            policy=policy,
+            tools=_tools(task, agent),
+            spill_dir=Path(scratch),
+            summary_max_tokens=min(4096, policy.effective_reserved_output_tokens),
+            model=model,
+        )
+        built = spec.build(ctx)
+        for turn in task.turns:
+            agent.begin(turn)
+            try:
+                await built.loop.run_turn(turn.user)
+            except (ContextOverflowError, OverflowRetriesExhaustedError):
+                death = "overflow"
+                break
+            except ProviderError as exc:
+                death = f"provider error: {exc.message[:160]}"
+                break
+            except CompactionError as exc:  # an engine failure ends the session: report it
+                death = f"engine error: {type(exc).__name__}: {str(exc)[:160]}"
+                break
+    result = await _measure(task, arm, agent, provider, record, built, death)
+    lost = loss_causes(task.needles, record.entries, result.recalled, agent.calls)
+    return replace(result, lost=lost, model=model)
+
+
+async def _measure(
+    task: Task,
+    arm: str,
+    agent: ScriptedAgent,
+    provider: SimProvider,
+    record: MemoryRecord,
+    built: BuiltArm,
+    death: str | None,
+) -> RunResult:
+    exchanges = provider.exchanges
+    answered = [e for e in exchanges if e.completion is not None]
+    flags = [is_summary_call(e.request) for e in answered]
+    usages = [e.completion.usage for e in answered if e.completion is not None]
+    summaries = [u for u, f in zip(usages, flags, strict=True) if f]
+    costs: dict[str, float] = {}
+    rates: dict[str, float | None] = {}
+    for name, rules in RULES.items():
+        billed = usages if name == PRIMARY else await replay_usage(exchanges, rules(), task.window)
+        costs[name] = round(billed_cost(billed, PRICES[name]), 6)
+        rates[name] = cache_hit_rate(billed)
+    correct = agent.recall()
+    by_carrier: dict[str, tuple[int, int]] = {}
+    for needle in task.needles:
+        hit, total = by_carrier.get(needle.carrier, (0, 0))
+        by_carrier[needle.carrier] = (hit + correct[needle.id], total + 1)
+    report = check_trace(
+        record,
+        [e.request for e in exchanges],
+        policy=built.trace_policy,
+        is_summary=is_summary_call,
+    )
+    return RunResult(
+        task=task.name,
+        arm=arm,
+        seed=task.seed,
+        window=task.window,
+        threshold=built.policy.threshold_tokens,
+        rounds=agent.requests,
+        planned_rounds=task.rounds,
+        needles=len(task.needles),
+        recalled=tuple(i for i, ok in correct.items() if ok),
+        recall=sum(correct.values()) / len(correct) if correct else 0.0,
+        recall_by_carrier=by_carrier,
+        requests=len(answered),
+        prompt_tokens=sum(u.prompt_tokens for u in usages),
+        cached_tokens=sum(u.cached_tokens for u in usages),
+        completion_tokens=sum(u.completion_tokens for u in usages),
+        cache_hit_rate=cache_hit_rate(usages),
+        summary_calls=sum(1 for e in exchanges if is_summary_call(e.request)),
+        summary_prompt_tokens=sum(u.prompt_tokens for u in summaries),
+        summary_cached_tokens=sum(u.cached_tokens for u in summaries),
+        summary_cache_hit_rate=cache_hit_rate(summaries),
+        compactions=sum(1 for e in record.entries if isinstance(e.event, CompactionBoundary)),
+        overflow_deaths=int(death == "overflow"),
+        death=death,
+        cost_usd=costs,
+        cache_hit_rate_by_rules=rates,
+        trace={str(check): n for check, n in report.counts().items()},
+        pressure=tuple(u.prompt_tokens for u, f in zip(usages, flags, strict=True) if not f),
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EvalResults:
+    """All runs of one evaluation, and how to write them as JSON."""
+
+    seed: int
+    scale: float
+    tasks: tuple[Task, ...]
+    runs: tuple[RunResult, ...]
+    model: str | None = None
+    summary_ratio: int = 16
+
+    def run(self, task: str, arm: str) -> RunResult:
+        """The run of `arm` on `task`."""
+        for r in self.runs:
+            if r.task == task and r.arm == arm:
+                return r
+        raise KeyError((task, arm))
+
+    def to_json(self) -> dict[str, Any]:
+        """The `results.json` document (see `standard.md`)."""
+        return {
+            "format": "steerable-compaction-eval/1",
+            "seed": self.seed,
+            "scale": self.scale,
+            "model": self.model,
+            "summary_ratio": self.summary_ratio,
+            "primary_cache_rules": PRIMARY,
+            "prices_per_million_tokens": {k: asdict(v) for k, v in PRICES.items()},
+            "tasks": {
+                t.name: {
+                    "description": t.description,
+                    "window": t.window,
+                    "rounds": t.rounds,
+                    "needles": [
+                        {"id": n.id, "carrier": n.carrier, "position": n.position, "step": n.step}
+                        for n in t.needles
+                    ],
+                }
+                for t in self.tasks
+            },
+            "arms": {name: ARMS[name].summary for name in dict.fromkeys(r.arm for r in self.runs)},
+            "runs": [r.to_dict() for r in self.runs],
+        }
+
+
+def run_eval(
+    tasks: Sequence[str] = TASK_NAMES,
+    arms: Sequence[str] = ARM_NAMES,
+    *,
+    seed: int = 0,
+    scale: float = 1.0,
+    model: str | None = None,
+    summary_ratio: int = 16,
+    progress: Callable[[int, int, str, str], None] | None = None,
+) -> EvalResults:
+    """Run every arm on every task; `progress(done, total, task, arm)` after each run.
+
+    `summary_ratio` sets how much the simulated summarizer writes (see `ExtractiveSummarizer`).
+    """
+    unknown = [a for a in arms if a not in ARMS]
+    if unknown:
+        raise ValueError(f"unknown arm(s) {unknown}; known: {', '.join(ARM_NAMES)}")
+    built = tuple(build_task(name, seed, scale=scale) for name in tasks)
+    summarizer = ExtractiveSummarizer(ratio=summary_ratio)
+
+    async def run_all() -> list[RunResult]:
+        out: list[RunResult] = []
+        total = len(built) * len(arms)
+        for task in built:
+            for arm in arms:
+                out.append(await run_session(task, arm, model=model, summarizer=summarizer))
+                if progress is not None:
+                    progress(len(out), total, task.name, arm)
+        return out
+
+    runs = tuple(asyncio.run(run_all()))
+    return EvalResults(
+        seed=seed, scale=scale, tasks=built, runs=runs, model=model, summary_ratio=summary_ratio
+    )
