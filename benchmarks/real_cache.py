@@ -21,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tests.local_session import N_CTX, cold_request, run_until_summary
 
 from steerable_compaction.providers.llamacpp import LlamaCppProvider
+from steerable_compaction.trace import check_trace
 
 
 async def main() -> None:
@@ -58,6 +59,10 @@ async def main() -> None:
             f"cold / warm: prompt eval {cold_eval_ms / warm.prompt_eval_ms:.1f}x, "
             f"wall-clock {cold_seconds / warm.seconds:.1f}x (wall includes generation)"
         )
+        report = check_trace(
+            record, [c.request for c in agent.calls], policy=harness.policy, strict=False
+        )
+        print(f"trace assertions over the recorded run: {'ok' if report.ok else report}")
         record.close()
 
 

@@ -511,3 +511,14 @@ async def test_chain_hooks_run_in_order_and_first_retry_wins() -> None:
     )
     assert result.text == "abc"
     assert calls == ["pre:a", "pre:b", "pre:c", "err:a", "err:b", "post:a", "post:b", "post:c"]
+
+
+async def test_pressure_reads_a_reply_recorded_since_the_last_step() -> None:
+    """`pressure()` between steps already anchors on the newest reply's billed usage."""
+    from steerable_compaction.record import Usage
+
+    record = MemoryRecord()
+    start(record)
+    hooks = CompactionHooks(record, policy())
+    record.append(MessageAppended(message=Message.assistant("hi"), usage=Usage(prompt_tokens=777)))
+    assert hooks.pressure() == 777 + hooks.meter.estimate(record.messages()[-1])

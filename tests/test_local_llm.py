@@ -23,6 +23,7 @@ from steerable_compaction.hooks import CompactionHooks
 from steerable_compaction.loop import CoreLoop
 from steerable_compaction.providers.base import CompletionRequest
 from steerable_compaction.record import MemoryRecord
+from steerable_compaction.trace import check_trace
 
 pytestmark = [pytest.mark.local_llm, pytest.mark.slow]
 
@@ -73,6 +74,10 @@ def test_l3_summarizer_reuses_the_cached_prefix_and_a_cold_request_does_not(
     assert model.last_prompt_eval_ms > 5 * warm.prompt_eval_ms
     infos = harness.loop.record.compactions()
     assert any(c.action == "summarize" and c.status == "closed" for c in infos)
+    # L2 over the real run: brackets shrink, hysteresis holds, summaries are prefix replays.
+    requests = [call.request for call in agent.calls]
+    report = check_trace(harness.loop.record, requests, policy=harness.policy, strict=True)
+    assert report.ok
 
 
 @pytest.fixture(scope="module")

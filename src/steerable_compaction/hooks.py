@@ -69,6 +69,7 @@ __all__ = [
     "Summarizer",
     "ToolResultContext",
     "compaction_thrashing_reminder",
+    "newest_usage",
 ]
 
 logger = logging.getLogger("steerable_compaction.hooks")
@@ -195,6 +196,26 @@ class ChainHooks:
         return result
 
 
+def newest_usage(record: Record, since: int) -> tuple[int, int] | None:
+    """`(prompt_tokens, message_count)` of the newest billed reply among `entries[since:]`.
+
+    `message_count` is the reply's position in the projection: the request that produced it
+    held the messages before it. `None` when no reply carries usage, or a rewrite came after
+    it (its count no longer describes the projection, R9).
+    """
+    for entry in reversed(record.entries[since:]):
+        event = entry.event
+        if isinstance(event, CompactionBoundary):
+            return None
+        if isinstance(event, MessageAppended) and event.usage is not None:
+            seqs = record.projection.seqs
+            for index in range(len(seqs) - 1, -1, -1):
+                if seqs[index] == entry.seq:
+                    return event.usage.prompt_tokens, index
+            return None
+    return None
+
+
 def compaction_thrashing_reminder(refills: int, window: int) -> Reminder:
     """The `CompactionThrashingReminder` (R33): a notice for the model and the host."""
     text = (
@@ -266,6 +287,7 @@ class CompactionHooks:
 
     def pressure(self) -> int:
         """The current pressure: observed prompt tokens plus the estimate of what came since."""
+        self._observe_new()  # a reply recorded since the last step already tells the truth
         return self.meter.pressure(self.record.projection.messages)
 
     def request_compact(self) -> None:
@@ -599,18 +621,7 @@ class CompactionHooks:
 
         Only entries appended since the last look are read, so this costs O(new entries).
         """
-        entries = self.record.entries
-        new = entries[self._usage_scanned :]
-        self._usage_scanned = len(entries)
-        for entry in reversed(new):
-            event = entry.event
-            if isinstance(event, CompactionBoundary):
-                return
-            if isinstance(event, MessageAppended) and event.usage is not None:
-                seqs = self.record.projection.seqs
-                for index in range(len(seqs) - 1, -1, -1):
-                    if seqs[index] == entry.seq:
-                        # The request that produced this reply held the messages before it.
-                        self.meter.observe(event.usage.prompt_tokens, index)
-                        return
-                return
+        found = newest_usage(self.record, self._usage_scanned)
+        self._usage_scanned = len(self.record.entries)
+        if found is not None:
+            self.meter.observe(*found)

@@ -30,6 +30,7 @@ from ..hooks import (
     RetryAction,
     StepContext,
     ToolResultContext,
+    newest_usage,
 )
 from ..loop import CoreLoop, Tool
 from ..messages import Message, TextPart, ToolResult
@@ -42,7 +43,6 @@ from ..record import (
     CompactionSummary,
     CompactionTrigger,
     Edit,
-    MessageAppended,
     Record,
 )
 from ..tokens import TokenMeter
@@ -134,20 +134,10 @@ class ArmHooks:
 
     def _observe(self) -> None:
         """Anchor the meter on the newest billed reply unless a rewrite came after it."""
-        entries = self.record.entries
-        new = entries[self._scanned :]
-        self._scanned = len(entries)
-        for entry in reversed(new):
-            event = entry.event
-            if isinstance(event, CompactionBoundary):
-                return
-            if isinstance(event, MessageAppended) and event.usage is not None:
-                seqs = self.record.projection.seqs
-                for index in range(len(seqs) - 1, -1, -1):
-                    if seqs[index] == entry.seq:
-                        self.meter.observe(event.usage.prompt_tokens, index)
-                        return
-                return
+        found = newest_usage(self.record, self._scanned)
+        self._scanned = len(self.record.entries)
+        if found is not None:
+            self.meter.observe(*found)
 
     def pressure(self) -> int:
         """Tokens the next request will carry (estimated from the last billed request)."""
