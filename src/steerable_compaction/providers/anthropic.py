@@ -47,6 +47,7 @@ from .base import (
     StreamEvent,
     TextDelta,
     ToolSpec,
+    malformed_reply,
     provider_error,
 )
 
@@ -113,7 +114,7 @@ class AnthropicProvider:
         except anthropic.APIError as exc:
             raise self._error(exc) from exc
         except json.JSONDecodeError as exc:
-            raise _malformed(self.name, f"the body is not JSON ({exc})") from exc
+            raise malformed_reply(self.name, f"the body is not JSON ({exc})") from exc
         return _completion(_as_dict(reply, self.name), self.name)
 
     async def stream(self, request: CompletionRequest) -> AsyncIterator[StreamEvent]:
@@ -138,7 +139,7 @@ class AnthropicProvider:
         except anthropic.APIError as exc:
             raise self._error(exc) from exc
         except json.JSONDecodeError as exc:
-            raise _malformed(self.name, f"a stream event is not JSON ({exc})") from exc
+            raise malformed_reply(self.name, f"a stream event is not JSON ({exc})") from exc
         yield StreamDone(state.completion(self.name))
 
     def _params(self, request: CompletionRequest) -> dict[str, Any]:
@@ -162,7 +163,7 @@ class AnthropicProvider:
 
     def _error(self, exc: anthropic.APIError) -> ProviderError:
         if isinstance(exc, anthropic.APIResponseValidationError):
-            return _malformed(self.name, exc.message, status_code=exc.status_code)
+            return malformed_reply(self.name, exc.message, status_code=exc.status_code)
         status: int | None = None
         if isinstance(exc, anthropic.APIStatusError) and exc.status_code >= 400:
             status = exc.status_code  # an `error` event inside a 200 stream counts as no status
@@ -245,28 +246,24 @@ def _marked(block: Mapping[str, Any]) -> dict[str, Any]:
 # -- replies -------------------------------------------------------------------------------------
 
 
-def _malformed(provider: str, what: str, *, status_code: int | None = None) -> ProviderError:
-    return ProviderError(f"malformed reply: {what}", provider=provider, status_code=status_code)
-
-
 def _as_dict(value: object, provider: str) -> Mapping[str, Any]:
     """The reply as the server sent it (the SDK builds its models without validating)."""
     if isinstance(value, anthropic.BaseModel):
         value = value.to_dict(warnings=False)
     if not isinstance(value, Mapping):
-        raise _malformed(provider, f"expected a JSON object, got {type(value).__name__}")
+        raise malformed_reply(provider, f"expected a JSON object, got {type(value).__name__}")
     return value
 
 
 def _completion(data: Mapping[str, Any], provider: str) -> Completion:
     content = data.get("content")
     if not isinstance(content, list):
-        raise _malformed(provider, f"content must be a list of blocks, got {content!r:.80}")
+        raise malformed_reply(provider, f"content must be a list of blocks, got {content!r:.80}")
     texts: list[Any] = []
     calls: list[Any] = []
     for j, block in enumerate(content):
         if not isinstance(block, Mapping):
-            raise _malformed(provider, f"content[{j}] is not an object")
+            raise malformed_reply(provider, f"content[{j}] is not an object")
         kind = block.get("type")
         if kind == "text" and block.get("text") != "":
             texts.append(block)
@@ -276,7 +273,7 @@ def _completion(data: Mapping[str, Any], provider: str) -> Completion:
         (message,) = from_anthropic(None, [{"role": "assistant", "content": texts + calls}])
     except MessageError as exc:
         where = f" ({exc.field} among the text and tool_use blocks)" if exc.field else ""
-        raise _malformed(provider, f"{exc.reason}{where}") from exc
+        raise malformed_reply(provider, f"{exc.reason}{where}") from exc
     return Completion(
         message=message,
         usage=_usage(data.get("usage"), provider),
@@ -305,7 +302,7 @@ def _count(value: Any, where: str, provider: str) -> int:
     if value is None:
         return 0
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise _malformed(provider, f"{where} must be a non-negative integer, got {value!r}")
+        raise malformed_reply(provider, f"{where} must be a non-negative integer, got {value!r}")
     return value
 
 
@@ -330,14 +327,14 @@ class _StreamState:
         if kind == "message_start":
             message = event.get("message")
             if not isinstance(message, Mapping):
-                raise _malformed(provider, "message_start carries no message object")
+                raise malformed_reply(provider, "message_start carries no message object")
             self.started = True
             self.model = _str_or_none(message.get("model"))
             self._add_usage(message.get("usage"))
         elif kind == "content_block_start":
             block = event.get("content_block")
             if not isinstance(block, Mapping):
-                raise _malformed(provider, "content_block_start carries no content_block")
+                raise malformed_reply(provider, "content_block_start carries no content_block")
             self.blocks[self._index(event, provider)] = dict(block)
         elif kind == "content_block_delta":
             return self._add_delta(event, provider)
@@ -353,18 +350,20 @@ class _StreamState:
         block = self.blocks.get(index)
         delta = event.get("delta")
         if block is None or not isinstance(delta, Mapping):
-            raise _malformed(provider, f"content_block_delta for unknown block {index}")
+            raise malformed_reply(provider, f"content_block_delta for unknown block {index}")
         kind = delta.get("type")
         if kind == "text_delta":
             text = delta.get("text")
             if block.get("type") != "text" or not isinstance(text, str):
-                raise _malformed(provider, f"text_delta for block {index} is not text")
+                raise malformed_reply(provider, f"text_delta for block {index} is not text")
             block["text"] = block.get("text", "") + text
             return [text] if text else []
         if kind == "input_json_delta":
             piece = delta.get("partial_json")
             if block.get("type") != "tool_use" or not isinstance(piece, str):
-                raise _malformed(provider, f"input_json_delta for block {index} is not tool_use")
+                raise malformed_reply(
+                    provider, f"input_json_delta for block {index} is not tool_use"
+                )
             self.input_json.setdefault(index, []).append(piece)
         return []  # thinking, signature and citation deltas are not kept
 
@@ -376,13 +375,13 @@ class _StreamState:
     def _index(event: Mapping[str, Any], provider: str) -> int:
         index = event.get("index")
         if isinstance(index, bool) or not isinstance(index, int):
-            raise _malformed(provider, f"{event.get('type')} has no integer index")
+            raise malformed_reply(provider, f"{event.get('type')} has no integer index")
         return index
 
     def completion(self, provider: str) -> Completion:
         """The reply the events spelled out."""
         if not self.started:
-            raise _malformed(provider, "the stream ended without message_start")
+            raise malformed_reply(provider, "the stream ended without message_start")
         content: list[dict[str, Any]] = []
         for index, block in sorted(self.blocks.items()):
             text = "".join(self.input_json.get(index, ()))
@@ -390,7 +389,7 @@ class _StreamState:
                 try:
                     block = {**block, "input": json.loads(text)}
                 except ValueError as exc:
-                    raise _malformed(provider, f"tool_use {index} input is not JSON") from exc
+                    raise malformed_reply(provider, f"tool_use {index} input is not JSON") from exc
             content.append(block)
         data = {"content": content, "usage": self.usage, "model": self.model}
         return _completion({**data, "stop_reason": self.stop_reason}, provider)

@@ -31,6 +31,7 @@ __all__ = [
     "TextDelta",
     "ToolSpec",
     "classify_error",
+    "malformed_reply",
     "provider_error",
     "provider_summarizer",
 ]
@@ -150,6 +151,11 @@ def provider_error(
     return ProviderError(
         text, provider=provider, status_code=status_code, retryable=kind == "retryable"
     )
+
+
+def malformed_reply(provider: str, what: str, *, status_code: int | None = None) -> ProviderError:
+    """The error for a reply that does not have the shape its API documents (not retryable)."""
+    return ProviderError(f"malformed reply: {what}", provider=provider, status_code=status_code)
 
 
 def provider_summarizer(

@@ -30,7 +30,15 @@ from ..errors import ConfigError, MessageError, ProviderError
 from ..messages import Message
 from ..record import Usage
 from ..wire import from_openai, to_openai
-from .base import Completion, CompletionRequest, StreamDone, StreamEvent, TextDelta, provider_error
+from .base import (
+    Completion,
+    CompletionRequest,
+    StreamDone,
+    StreamEvent,
+    TextDelta,
+    malformed_reply,
+    provider_error,
+)
 
 __all__ = ["OpenAIProvider"]
 
@@ -96,7 +104,7 @@ class OpenAIProvider:
         except openai.APIError as exc:
             raise self._error(exc) from exc
         except json.JSONDecodeError as exc:
-            raise _malformed(self.name, f"the body is not JSON ({exc})") from exc
+            raise malformed_reply(self.name, f"the body is not JSON ({exc})") from exc
         return _completion(_as_dict(reply, self.name), self.name)
 
     async def stream(self, request: CompletionRequest) -> AsyncIterator[StreamEvent]:
@@ -125,7 +133,7 @@ class OpenAIProvider:
         except openai.APIError as exc:
             raise self._error(exc) from exc
         except json.JSONDecodeError as exc:
-            raise _malformed(self.name, f"a stream event is not JSON ({exc})") from exc
+            raise malformed_reply(self.name, f"a stream event is not JSON ({exc})") from exc
         yield StreamDone(state.completion(self.name))
 
     def _params(self, request: CompletionRequest) -> dict[str, Any]:
@@ -155,7 +163,7 @@ class OpenAIProvider:
 
     def _error(self, exc: openai.APIError) -> ProviderError:
         if isinstance(exc, openai.APIResponseValidationError):
-            return _malformed(self.name, exc.message, status_code=exc.status_code)
+            return malformed_reply(self.name, exc.message, status_code=exc.status_code)
         # An error event inside a 200 stream has no status: classified like a dropped stream.
         status = exc.status_code if isinstance(exc, openai.APIStatusError) else None
         message = exc.message
@@ -167,26 +175,22 @@ class OpenAIProvider:
 # -- replies -------------------------------------------------------------------------------------
 
 
-def _malformed(provider: str, what: str, *, status_code: int | None = None) -> ProviderError:
-    return ProviderError(f"malformed reply: {what}", provider=provider, status_code=status_code)
-
-
 def _as_dict(value: object, provider: str) -> Mapping[str, Any]:
     """The reply as the server sent it (the SDK builds its models without validating)."""
     if isinstance(value, openai.BaseModel):
         value = value.to_dict(warnings=False)
     if not isinstance(value, Mapping):
-        raise _malformed(provider, f"expected a JSON object, got {type(value).__name__}")
+        raise malformed_reply(provider, f"expected a JSON object, got {type(value).__name__}")
     return value
 
 
 def _completion(data: Mapping[str, Any], provider: str) -> Completion:
     choices = data.get("choices")
     if not isinstance(choices, list) or not choices:
-        raise _malformed(provider, f"no choices (got {choices!r:.80})")
+        raise malformed_reply(provider, f"no choices (got {choices!r:.80})")
     choice = choices[0]
     if not isinstance(choice, Mapping) or not isinstance(choice.get("message"), Mapping):
-        raise _malformed(provider, "choices[0] has no message object")
+        raise malformed_reply(provider, "choices[0] has no message object")
     wire = choice["message"]
     return Completion(
         message=_assistant(wire.get("content"), wire.get("tool_calls"), provider),
@@ -205,7 +209,7 @@ def _assistant(content: Any, tool_calls: Any, provider: str) -> Message:
         (decoded,) = from_openai([wire])
     except MessageError as exc:
         where = f"message.{exc.field}" if exc.field else "message"
-        raise _malformed(provider, f"{where}: {exc.reason}") from exc
+        raise malformed_reply(provider, f"{where}: {exc.reason}") from exc
     text, calls = decoded.text, decoded.tool_calls
     return Message.assistant(text if text or not calls else None, calls)
 
@@ -228,7 +232,7 @@ def _count(value: Any, where: str, provider: str) -> int:
     if value is None:
         return 0
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise _malformed(provider, f"{where} must be a non-negative integer, got {value!r}")
+        raise malformed_reply(provider, f"{where} must be a non-negative integer, got {value!r}")
     return value
 
 
@@ -261,18 +265,18 @@ class _StreamState:
             self.usage = chunk["usage"]
         choices = chunk.get("choices") or []
         if not isinstance(choices, list):
-            raise _malformed(provider, f"chunk choices must be a list, got {choices!r:.80}")
+            raise malformed_reply(provider, f"chunk choices must be a list, got {choices!r:.80}")
         pieces: list[str] = []
         for choice in choices:
             if not isinstance(choice, Mapping):
-                raise _malformed(provider, "a chunk choice is not an object")
+                raise malformed_reply(provider, "a chunk choice is not an object")
             if choice.get("index", 0) != 0:
                 continue
             self.seen_choice = True
             self.finish_reason = _str_or_none(choice.get("finish_reason")) or self.finish_reason
             delta = choice.get("delta") or {}
             if not isinstance(delta, Mapping):
-                raise _malformed(provider, "choices[0].delta is not an object")
+                raise malformed_reply(provider, "choices[0].delta is not an object")
             piece = delta.get("content")
             if isinstance(piece, str) and piece:
                 self.text.append(piece)
@@ -284,11 +288,11 @@ class _StreamState:
     def _add_call(self, call: Any, provider: str) -> None:
         index = call.get("index") if isinstance(call, Mapping) else None
         if isinstance(index, bool) or not isinstance(index, int):
-            raise _malformed(provider, f"a tool call delta has no integer index: {call!r:.80}")
+            raise malformed_reply(provider, f"a tool call delta has no integer index: {call!r:.80}")
         state = self.calls.setdefault(index, _ToolCallState())
         function = call.get("function") or {}
         if not isinstance(function, Mapping):
-            raise _malformed(provider, f"tool call {index}: function is not an object")
+            raise malformed_reply(provider, f"tool call {index}: function is not an object")
         if isinstance(call.get("id"), str) and not state.id:
             state.id = call["id"]  # some servers repeat the id in every delta
         name, arguments = function.get("name"), function.get("arguments")
@@ -300,7 +304,7 @@ class _StreamState:
     def completion(self, provider: str) -> Completion:
         """The reply the chunks spelled out."""
         if not self.seen_choice:
-            raise _malformed(provider, "the stream ended without a choice")
+            raise malformed_reply(provider, "the stream ended without a choice")
         calls = [
             {
                 "id": state.id,
