@@ -49,6 +49,8 @@ from .base import (
     ToolSpec,
     malformed_reply,
     provider_error,
+    reply_count,
+    str_or_none,
 )
 
 __all__ = ["AnthropicProvider"]
@@ -277,8 +279,8 @@ def _completion(data: Mapping[str, Any], provider: str) -> Completion:
     return Completion(
         message=message,
         usage=_usage(data.get("usage"), provider),
-        stop_reason=_str_or_none(data.get("stop_reason")),
-        model=_str_or_none(data.get("model")),
+        stop_reason=str_or_none(data.get("stop_reason")),
+        model=str_or_none(data.get("model")),
     )
 
 
@@ -287,7 +289,7 @@ def _usage(value: Any, provider: str) -> Usage:
         return Usage(prompt_tokens=0)
     keys = ("input_tokens", "output_tokens", "cache_read_input_tokens")
     fresh, output, read, write = (
-        _count(value.get(key), f"usage.{key}", provider)
+        reply_count(value.get(key), f"usage.{key}", provider)
         for key in (*keys, "cache_creation_input_tokens")
     )
     return Usage(
@@ -296,18 +298,6 @@ def _usage(value: Any, provider: str) -> Usage:
         cached_tokens=read,
         cache_write_tokens=write,
     )
-
-
-def _count(value: Any, where: str, provider: str) -> int:
-    if value is None:
-        return 0
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise malformed_reply(provider, f"{where} must be a non-negative integer, got {value!r}")
-    return value
-
-
-def _str_or_none(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
 
 
 @dataclass
@@ -329,7 +319,7 @@ class _StreamState:
             if not isinstance(message, Mapping):
                 raise malformed_reply(provider, "message_start carries no message object")
             self.started = True
-            self.model = _str_or_none(message.get("model"))
+            self.model = str_or_none(message.get("model"))
             self._add_usage(message.get("usage"))
         elif kind == "content_block_start":
             block = event.get("content_block")
@@ -341,7 +331,7 @@ class _StreamState:
         elif kind == "message_delta":
             delta = event.get("delta")
             if isinstance(delta, Mapping):
-                self.stop_reason = _str_or_none(delta.get("stop_reason")) or self.stop_reason
+                self.stop_reason = str_or_none(delta.get("stop_reason")) or self.stop_reason
             self._add_usage(event.get("usage"))
         return []  # content_block_stop, message_stop, ping and future events
 

@@ -34,6 +34,8 @@ __all__ = [
     "malformed_reply",
     "provider_error",
     "provider_summarizer",
+    "reply_count",
+    "str_or_none",
 ]
 
 
@@ -156,6 +158,20 @@ def provider_error(
 def malformed_reply(provider: str, what: str, *, status_code: int | None = None) -> ProviderError:
     """The error for a reply that does not have the shape its API documents (not retryable)."""
     return ProviderError(f"malformed reply: {what}", provider=provider, status_code=status_code)
+
+
+def reply_count(value: Any, where: str, provider: str) -> int:
+    """A token count from a reply: absent is 0; anything but a non-negative int is malformed."""
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise malformed_reply(provider, f"{where} must be a non-negative integer, got {value!r}")
+    return value
+
+
+def str_or_none(value: Any) -> str | None:
+    """`value` if it is a string, else `None` (optional string fields of a reply)."""
+    return value if isinstance(value, str) else None
 
 
 def provider_summarizer(

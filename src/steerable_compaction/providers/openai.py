@@ -38,6 +38,8 @@ from .base import (
     TextDelta,
     malformed_reply,
     provider_error,
+    reply_count,
+    str_or_none,
 )
 
 __all__ = ["OpenAIProvider"]
@@ -195,8 +197,8 @@ def _completion(data: Mapping[str, Any], provider: str) -> Completion:
     return Completion(
         message=_assistant(wire.get("content"), wire.get("tool_calls"), provider),
         usage=_usage(data.get("usage"), provider),
-        stop_reason=_str_or_none(choice.get("finish_reason")),
-        model=_str_or_none(data.get("model")),
+        stop_reason=str_or_none(choice.get("finish_reason")),
+        model=str_or_none(data.get("model")),
     )
 
 
@@ -220,24 +222,12 @@ def _usage(value: Any, provider: str) -> Usage:
     details = value.get("prompt_tokens_details")
     cached = details.get("cached_tokens") if isinstance(details, Mapping) else None
     return Usage(
-        prompt_tokens=_count(value.get("prompt_tokens"), "usage.prompt_tokens", provider),
-        completion_tokens=_count(
+        prompt_tokens=reply_count(value.get("prompt_tokens"), "usage.prompt_tokens", provider),
+        completion_tokens=reply_count(
             value.get("completion_tokens"), "usage.completion_tokens", provider
         ),
-        cached_tokens=_count(cached, "usage.prompt_tokens_details.cached_tokens", provider),
+        cached_tokens=reply_count(cached, "usage.prompt_tokens_details.cached_tokens", provider),
     )
-
-
-def _count(value: Any, where: str, provider: str) -> int:
-    if value is None:
-        return 0
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise malformed_reply(provider, f"{where} must be a non-negative integer, got {value!r}")
-    return value
-
-
-def _str_or_none(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
 
 
 @dataclass
@@ -260,7 +250,7 @@ class _StreamState:
 
     def add(self, chunk: Mapping[str, Any], provider: str) -> list[str]:
         """Fold in one chunk; return its text pieces."""
-        self.model = _str_or_none(chunk.get("model")) or self.model
+        self.model = str_or_none(chunk.get("model")) or self.model
         if chunk.get("usage") is not None:
             self.usage = chunk["usage"]
         choices = chunk.get("choices") or []
@@ -273,7 +263,7 @@ class _StreamState:
             if choice.get("index", 0) != 0:
                 continue
             self.seen_choice = True
-            self.finish_reason = _str_or_none(choice.get("finish_reason")) or self.finish_reason
+            self.finish_reason = str_or_none(choice.get("finish_reason")) or self.finish_reason
             delta = choice.get("delta") or {}
             if not isinstance(delta, Mapping):
                 raise malformed_reply(provider, "choices[0].delta is not an object")
