@@ -110,6 +110,7 @@ def test_an_empty_file_means_every_default(tmp_path: Path) -> None:
         ("compaction: [1]\n", "compaction"),
         ("compaction: {threshold_ratio: 2}\n", "threshold_ratio"),
         ("compaction: {colour: red}\n", "colour"),
+        ("compaction: {max_context_tokens: 8000}\n", "compaction.max_context_tokens"),
         ("spill: {max_chars: lots}\n", "spill.max_chars"),
         ("spill: {size: 3}\n", "spill.size"),
         ("spill: 4\n", "spill"),

@@ -5,13 +5,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 from pathlib import Path
 
 import pytest
 
 from steerable_compaction import ImagePart, Message, ToolCall
 from steerable_compaction.compaction import build_summary_request
-from steerable_compaction.errors import ContextOverflowError, ProviderError
+from steerable_compaction.errors import ConfigError, ContextOverflowError, ProviderError
 from steerable_compaction.hooks import CompactionOutcome, ToolResultContext
 from steerable_compaction.policy import resolve_compaction_policy
 from steerable_compaction.providers.base import CompletionRequest
@@ -763,3 +764,75 @@ def test_progress_bar_redraws_in_place_on_a_terminal() -> None:
     text = stream.getvalue()
     assert text.startswith("\r[") and text.count("\r") == 2 and text.endswith("\n")
     assert "2/2 light / current" in text
+
+
+# -- eval --harness: your configuration against the same baselines ------------------------------
+
+
+def test_eval_harness_replaces_the_current_arms_harness(tmp_path: Path) -> None:
+    """A harness without pressure compaction makes `current` behave like `none`: it overflows.
+
+    The packaged harness survives the same session by compacting, so the file really is used.
+    """
+    path = tmp_path / "spill-only.harness.yaml"
+    path.write_text("context: [spill]\n", encoding="utf-8")
+    own = run_eval(["light"], ["current"], harness=path)
+    packaged = run_eval(["light"], ["current"])
+    assert packaged.run("light", "current").death is None
+    assert packaged.run("light", "current").compactions > 0
+    mine = own.run("light", "current")
+    assert mine.death == "overflow" and mine.compactions == 0
+    assert own.to_json()["harness"] == str(path) and packaged.to_json()["harness"] is None
+
+
+def test_eval_harness_knobs_reach_the_engine(tmp_path: Path) -> None:
+    """Policy knobs in the harness change what `current` does (here: never fold a result)."""
+    path = tmp_path / "no-fold.harness.yaml"
+    path.write_text("compaction:\n  keep_last_tool_results: 100000\n", encoding="utf-8")
+    mine = run_eval(["light"], ["current"], scale=0.5, harness=path).run("light", "current")
+    assert not any(cause.startswith("compact ") for cause in mine.lost.values())
+    assert run("light", "current", 0.5).lost != mine.lost
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        ("compaction:\n  threshold_ratoi: 0.7\n", "threshold_ratoi"),
+        ("context: [spill, summarizer]\n", "summarizer"),
+        ("retry: {max_retries: many}\n", "retry.max_retries"),
+        ("[not, a, mapping]\n", "mapping"),
+    ],
+)
+def test_eval_refuses_a_bad_harness_before_any_session(
+    text: str, named: str, tmp_path: Path
+) -> None:
+    """A bad harness is a `ConfigError` naming what is wrong, raised before anything runs."""
+    path = tmp_path / "bad.yaml"
+    path.write_text(text, encoding="utf-8")
+    started: list[str] = []
+    with pytest.raises(ConfigError, match=re.escape(named)):
+        run_eval(
+            ["light"],
+            ["none", "current"],
+            scale=0.3,
+            harness=path,
+            progress=lambda *a: started.append(str(a)),
+        )
+    assert started == []
+
+
+def test_eval_command_reports_a_bad_harness(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`eval --harness` with a bad or missing file exits 2, names the file, writes nothing."""
+    parser = argparse.ArgumentParser()
+    add_eval_command(parser.add_subparsers())
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("compaction:\n  threshold_ratio: 3\n", encoding="utf-8")
+    out = tmp_path / "out"
+    for path in (bad, tmp_path / "missing.yaml"):
+        args = parser.parse_args(["eval", "--out", str(out), "--harness", str(path)])
+        assert args.func(args) == 2
+        err = capsys.readouterr().err
+        assert f"--harness {path}" in err and "error" in err
+    assert not out.exists()

@@ -28,7 +28,7 @@ from .record import Record
 from .retry import RetryHooks
 from .spill import SpillHooks
 
-__all__ = ["SUMMARIZER_ENV", "Harness", "default_harness_text", "load_harness"]
+__all__ = ["SUMMARIZER_ENV", "Harness", "default_harness_text", "load_harness", "read_harness"]
 
 SUMMARIZER_ENV = "STEERABLE_SUMMARIZER"
 _DEFAULT_SPILL_DIR = ".steerable/spill"  # relative to the working directory
@@ -95,6 +95,12 @@ def _validate(data: Mapping[str, Any]) -> dict[str, Any]:
     compaction = data.get("compaction") or {}
     if not isinstance(compaction, dict):
         raise ConfigError("compaction", compaction, "a mapping of policy knobs")
+    if "max_context_tokens" in compaction:  # the caller's or the catalogue's, never the file's
+        raise ConfigError(
+            "compaction.max_context_tokens",
+            compaction["max_context_tokens"],
+            "no window in a harness file: pass max_context_tokens to load_harness",
+        )
     out: dict[str, Any] = {"context": context, "compaction": dict(compaction)}
     for section, spec in _SECTIONS.items():
         values = data.get(section) or {}
@@ -111,6 +117,15 @@ def _validate(data: Mapping[str, Any]) -> dict[str, Any]:
                 raise ConfigError(f"{section}.{key}", value, _kind(types, nullable))
         out[section] = dict(values)
     return out
+
+
+def read_harness(path: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+    """The harness file at `path` (`None`: the packaged one), validated, as plain data.
+
+    Raises `ConfigError` naming the first unreadable file, bad YAML or unknown or mistyped key;
+    the compaction knobs are checked when a policy is resolved from them.
+    """
+    return _validate(_read(path))
 
 
 def _kind(types: type | tuple[type, ...], nullable: bool) -> str:

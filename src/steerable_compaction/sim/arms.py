@@ -13,10 +13,12 @@ This module holds the shared plumbing and the in-house arms (`none`, `naive`, `f
 
 from __future__ import annotations
 
+import copy
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -74,6 +76,7 @@ class ArmContext:
     spill_dir: Path
     summary_max_tokens: int  # every arm's summary call gets the engine's output room
     model: str | None = None  # the model whose token calibration the meters use
+    harness: Mapping[str, Any] | None = None  # `current`'s harness (`read_harness`); None: default
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -402,9 +405,12 @@ def build_current(ctx: ArmContext) -> BuiltArm:
 
     Pressure compaction (fold first, then the warm-prefix summary with the turn provider as the
     summarizer, images replayed), spill of oversized results, retry; only the spill directory is
-    moved to the run's scratch directory.
+    moved to the run's scratch directory. `eval --harness FILE` runs a harness of your own here.
     """
-    config = yaml.safe_load(default_harness_text())
+    if ctx.harness is None:
+        config = yaml.safe_load(default_harness_text())
+    else:
+        config = copy.deepcopy(dict(ctx.harness))
     config.setdefault("spill", {})["directory"] = os.fspath(ctx.spill_dir / "spill")
     path = ctx.spill_dir / "harness.yaml"
     path.write_text(yaml.safe_dump(config), encoding="utf-8")

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TextIO
 
+from ..errors import ConfigError
 from .runner import ARM_NAMES, ARMS, PEER_ARMS, EvalResults, RunResult, run_eval
 from .tasks import TASK_NAMES
 
@@ -29,7 +30,7 @@ _TRACE_SHORT = {
 
 
 def add_eval_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add `eval [--tasks …] [--arms …] [--out DIR] [--seed N]` to a CLI's subparsers."""
+    """Add `eval [--tasks …] [--arms …] [--out DIR] [--seed N] [--harness FILE]` to a CLI."""
     parser = subparsers.add_parser(
         "eval",
         help="run the compaction simulator: every arm on every task, a table, JSON and a chart",
@@ -70,6 +71,14 @@ def add_eval_command(subparsers: argparse._SubParsersAction[argparse.ArgumentPar
         default=16,
         metavar="N",
         help="the simulated summarizer writes about 1/N of the fresh material (default 16)",
+    )
+    parser.add_argument(
+        "--harness",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="a harness YAML for the current arm, to compare your configuration with the "
+        "baselines (default: the packaged one; other arms keep the default policy)",
     )
     parser.set_defaults(func=run_eval_command)
 
@@ -216,15 +225,20 @@ def run_eval_command(
     err.write(
         f"running {len(tasks) * len(arms)} sessions ({len(tasks)} tasks x {len(arms)} arms)\n"
     )
-    results = run_eval(
-        tasks,
-        arms,
-        seed=args.seed,
-        scale=args.scale,
-        model=args.model,
-        summary_ratio=args.summary_ratio,
-        progress=_bar(err),
-    )
+    try:
+        results = run_eval(
+            tasks,
+            arms,
+            seed=args.seed,
+            scale=args.scale,
+            model=args.model,
+            summary_ratio=args.summary_ratio,
+            progress=_bar(err),
+            harness=args.harness,
+        )
+    except ConfigError as exc:
+        err.write(f"steerable-compaction eval: error: --harness {args.harness}: {exc}\n")
+        return 2
     out.write(format_table(results) + "\n")
     args.out.mkdir(parents=True, exist_ok=True)
     document = results.to_json()

@@ -10,6 +10,7 @@ agent's answers give recall, the provider's log gives tokens, cache reads and co
 from __future__ import annotations
 
 import asyncio
+import os
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -23,6 +24,7 @@ from ..errors import (
     OverflowRetriesExhaustedError,
     ProviderError,
 )
+from ..harness import read_harness
 from ..loop import Tool, ToolOutput
 from ..messages import Message
 from ..policy import resolve_compaction_policy
@@ -187,11 +189,13 @@ async def run_session(
     *,
     model: str | None = None,
     summarizer: ExtractiveSummarizer | None = None,
+    harness: Mapping[str, Any] | None = None,
 ) -> RunResult:
     """Play `task` with `arm` and measure it (see the module docstring).
 
     `model` names the model whose policy and token calibration every arm uses (the window is
-    always the task's); `None` is the unknown-model default.
+    always the task's); `None` is the unknown-model default. `harness` (from `read_harness`)
+    replaces the packaged harness of the `current` arm; other arms ignore it.
     """
     spec = ARMS[arm]
     clock = SimClock()
@@ -221,6 +225,7 @@ async def run_session(
             spill_dir=Path(scratch),
             summary_max_tokens=min(4096, policy.effective_reserved_output_tokens),
             model=model,
+            harness=harness,
         )
         built = spec.build(ctx)
         for turn in task.turns:
@@ -313,6 +318,7 @@ class EvalResults:
     runs: tuple[RunResult, ...]
     model: str | None = None
     summary_ratio: int = 16
+    harness: str | None = None  # the `current` arm's harness file; None: the packaged one
 
     def run(self, task: str, arm: str) -> RunResult:
         """The run of `arm` on `task`."""
@@ -329,6 +335,7 @@ class EvalResults:
             "scale": self.scale,
             "model": self.model,
             "summary_ratio": self.summary_ratio,
+            "harness": self.harness,
             "primary_cache_rules": PRIMARY,
             "prices_per_million_tokens": {k: asdict(v) for k, v in PRICES.items()},
             "tasks": {
@@ -357,15 +364,23 @@ def run_eval(
     model: str | None = None,
     summary_ratio: int = 16,
     progress: Callable[[int, int, str, str], None] | None = None,
+    harness: str | os.PathLike[str] | None = None,
 ) -> EvalResults:
     """Run every arm on every task; `progress(done, total, task, arm)` after each run.
 
     `summary_ratio` sets how much the simulated summarizer writes (see `ExtractiveSummarizer`).
+    `harness` is a harness file for the `current` arm, to evaluate a configuration of your own
+    against the same baselines (the other arms keep the default policy); it is checked, policy
+    knobs included, for every task's window before any session runs (`ConfigError`).
     """
     unknown = [a for a in arms if a not in ARMS]
     if unknown:
         raise ValueError(f"unknown arm(s) {unknown}; known: {', '.join(ARM_NAMES)}")
     built = tuple(build_task(name, seed, scale=scale) for name in tasks)
+    config = None if harness is None else read_harness(harness)
+    if config is not None:
+        for task in built:
+            resolve_compaction_policy(model, task.window, **config["compaction"])
     summarizer = ExtractiveSummarizer(ratio=summary_ratio)
 
     async def run_all() -> list[RunResult]:
@@ -373,12 +388,20 @@ def run_eval(
         total = len(built) * len(arms)
         for task in built:
             for arm in arms:
-                out.append(await run_session(task, arm, model=model, summarizer=summarizer))
+                out.append(
+                    await run_session(task, arm, model=model, summarizer=summarizer, harness=config)
+                )
                 if progress is not None:
                     progress(len(out), total, task.name, arm)
         return out
 
     runs = tuple(asyncio.run(run_all()))
     return EvalResults(
-        seed=seed, scale=scale, tasks=built, runs=runs, model=model, summary_ratio=summary_ratio
+        seed=seed,
+        scale=scale,
+        tasks=built,
+        runs=runs,
+        model=model,
+        summary_ratio=summary_ratio,
+        harness=None if harness is None else os.fspath(harness),
     )
