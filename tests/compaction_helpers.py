@@ -12,7 +12,11 @@ from steerable_compaction.compaction import FoldRewrite, Plan, SummaryNeeded, su
 
 @dataclass(frozen=True, slots=True)
 class Knobs:
-    """A stand-in satisfying `PlanSettings` (desktop-tier defaults)."""
+    """A stand-in satisfying `PlanSettings`.
+
+    Desktop-tier retention, the spec's fold-first order, no tail cap and no kept user
+    messages; a test opts into the rest.
+    """
 
     threshold_tokens: int = 1_000
     recompact_margin_tokens: int = 0
@@ -21,6 +25,9 @@ class Knobs:
     fold_excerpt_chars: int = 160
     image_offload: bool = True
     keep_last_images: int = 1
+    fold_first: bool = True
+    max_tail_tokens: int = 10**9
+    user_message_tokens: int = 0
 
 
 def est(message: Message) -> int:
@@ -60,5 +67,7 @@ def apply_plan(messages: Sequence[Message], plan: Plan, summary: str = "S") -> l
         return list(plan.prune.messages)
     if isinstance(plan, SummaryNeeded):
         start, end = plan.request.span
-        return [*messages[:start], summary_message(summary, end - start), *messages[end:]]
+        kept = [messages[i] for i in plan.kept]
+        replacement = summary_message(summary, end - start, len(kept))
+        return [*messages[:start], *kept, replacement, *messages[end:]]
     return list(messages)

@@ -15,6 +15,7 @@ from steerable_compaction.compaction import (
     select_regions,
     text_pointer_span,
 )
+from steerable_compaction.compaction.regions import is_goal_candidate
 
 from .compaction_helpers import Knobs, apply_plan, est, session, tool_round, total
 from .strategies import agent_transcripts
@@ -124,15 +125,32 @@ def test_plan_reads_a_real_policy() -> None:
     st.integers(1, 8),
     st.sampled_from(["normal", "aggressive", "fold_only"]),
     st.integers(0, 3),
+    st.booleans(),
+    st.sampled_from([1, 200, 10**9]),
+    st.sampled_from([0, 50, 10**9]),
 )
 def test_planned_projection_keeps_head_tail_and_pairs_intact(
-    messages: list[Message], keep: int, mode: str, keep_results: int
+    messages: list[Message],
+    keep: int,
+    mode: str,
+    keep_results: int,
+    fold_first: bool,
+    max_tail: int,
+    user_tokens: int,
 ) -> None:
     """Property: any plan keeps head and tail byte-identical and breaks no call/result pair.
 
-    The replay is the pre-compaction messages up to the tail plus exactly one user instruction.
+    The replay is the pre-compaction messages up to the tail plus exactly one user instruction;
+    kept messages are the user's own, from the middle, in order, within their budget.
     """
-    knobs = Knobs(threshold_tokens=1, keep_last_messages=keep, keep_last_tool_results=keep_results)
+    knobs = Knobs(
+        threshold_tokens=1,
+        keep_last_messages=keep,
+        keep_last_tool_results=keep_results,
+        fold_first=fold_first,
+        max_tail_tokens=max_tail,
+        user_message_tokens=user_tokens,
+    )
     plan = plan_compaction(messages, knobs, pressure=total(messages), estimate=est, mode=mode)  # type: ignore[arg-type]
     after = apply_plan(messages, plan)
     regions = plan.regions
@@ -145,6 +163,11 @@ def test_planned_projection_keeps_head_tail_and_pairs_intact(
         assert plan.request.replay == text_pointer_span(messages[: regions.tail_start])
         assert plan.request.messages[-1].role == "user"
         assert len(plan.request.messages) == regions.tail_start + 1
+        assert list(plan.kept) == sorted(plan.kept)
+        assert all(regions.head_end <= i < regions.tail_start for i in plan.kept)
+        assert all(is_goal_candidate(messages[i]) for i in plan.kept)
+        assert plan.kept_tokens == total([messages[i] for i in plan.kept]) <= user_tokens
+        assert plan.kept_tokens <= plan.middle_tokens // 2
     if isinstance(plan, FoldRewrite):
         assert plan.post_tokens <= plan.pre_tokens
 
@@ -166,3 +189,53 @@ def test_r17_a_fold_landing_inside_the_hysteresis_margin_summarizes_instead() ->
     assert isinstance(
         plan_compaction(messages, clear, pressure=pressure, estimate=est), FoldRewrite
     )
+
+
+def test_without_fold_first_the_pressure_path_summarizes_what_the_fold_would_cut() -> None:
+    """`fold_first=False`: where R17 would fold alone, a wired summarizer reads the results."""
+    messages = session(10)
+    pressure = total(messages)
+    knobs = Knobs(threshold_tokens=pressure - 500, fold_first=False)
+    plan = plan_compaction(messages, knobs, pressure=pressure, estimate=est)
+    assert isinstance(plan, SummaryNeeded)
+    assert plan.fold.changed  # the fold would have done, and was not applied
+    without = plan_compaction(messages, knobs, pressure=pressure, estimate=est, summarizer=False)
+    assert isinstance(without, FoldRewrite)  # the excerpt keeps less than a fold: fold first
+    micro = plan_compaction(messages, knobs, pressure=pressure, estimate=est, mode="fold_only")
+    assert isinstance(micro, FoldRewrite)  # micro-compaction (R14) still only folds
+
+
+def test_the_tail_token_cap_narrows_the_tail_and_widens_the_summary() -> None:
+    """`max_tail_tokens`: the tail keeps fewer messages while it is over the cap."""
+    messages = session(10)  # ~510-token tool results
+    pressure = total(messages)
+    wide = plan_compaction(messages, Knobs(threshold_tokens=200), pressure=pressure, estimate=est)
+    capped = plan_compaction(
+        messages, Knobs(threshold_tokens=200, max_tail_tokens=600), pressure=pressure, estimate=est
+    )
+    assert isinstance(wide, SummaryNeeded) and isinstance(capped, SummaryNeeded)
+    assert wide.regions.tail_start == len(messages) - 6
+    assert capped.regions.tail_start == len(messages) - 2  # the newest turn only
+    assert total(messages[capped.regions.tail_start :]) <= 600
+    assert capped.replaced == wide.replaced + 4
+
+
+def test_a_summary_keeps_the_users_own_messages_from_its_span() -> None:
+    """The user's messages in the middle are kept verbatim, newest first within the budget."""
+    messages = session(2)
+    for i, text in enumerate(["Use port 8443.", "Also skip the vendored code." * 20]):
+        messages += [Message.user(text), *tool_round(10 + i, "y" * 2_000)]
+    messages += tool_round(20, "z" * 2_000)
+    summaries = [Message.user("<compacted-summary>\nold\n</compacted-summary>")]
+    messages[2:2] = summaries  # an earlier summary: never kept as the user's words
+    pressure = total(messages)
+    knobs = Knobs(threshold_tokens=200, keep_last_messages=2, user_message_tokens=10**6)
+    plan = plan_compaction(messages, knobs, pressure=pressure, estimate=est)
+    assert isinstance(plan, SummaryNeeded)
+    users = [i for i, m in enumerate(messages) if m.role == "user" and i > 1 and i != 2]
+    assert plan.kept == tuple(users)
+    small = plan_compaction(
+        messages, replace(knobs, user_message_tokens=10), pressure=pressure, estimate=est
+    )
+    assert isinstance(small, SummaryNeeded)
+    assert [messages[i].text for i in small.kept] == ["Use port 8443."]  # the long one skipped

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -11,7 +12,7 @@ from steerable_compaction.compaction import (
     summary_message,
 )
 
-from .compaction_helpers import session, tool_round
+from .compaction_helpers import est, session, tool_round, total
 from .strategies import agent_transcripts, message_lists
 
 
@@ -90,12 +91,40 @@ def test_r23_the_newest_turn_and_all_its_results_stay_in_the_tail() -> None:
     assert regions.tail_start == len(messages) - 4
 
 
-@given(agent_transcripts(max_rounds=8), st.integers(1, 10))
+def test_the_token_cap_shrinks_the_tail_but_never_below_the_newest_turn() -> None:
+    """`max_tail_tokens`: the longest tail of at most `keep_last_messages` under the cap."""
+    calls = [ToolCall(id=f"n{i}", name="run") for i in range(3)]
+    newest = [
+        Message.assistant(None, calls),
+        *[Message.tool(f"n{i}", "o" * 4_000) for i in range(3)],
+    ]
+    messages = [*session(4, body_chars=400), *newest]
+    plain = select_regions(messages, 8)
+    assert plain.tail_start == len(messages) - 8
+    fits = total(messages[-6:])  # the newest turn and one older round
+    capped = select_regions(messages, 8, max_tail_tokens=fits, estimate=est)
+    assert capped.tail_start == len(messages) - 6
+    tiny = select_regions(messages, 8, max_tail_tokens=1, estimate=est)
+    assert tiny.tail_start == len(messages) - 4  # R23 wins over the cap
+    with pytest.raises(ValueError, match="go together"):
+        select_regions(messages, 8, max_tail_tokens=10)
+
+
+@given(agent_transcripts(max_rounds=8), st.integers(1, 10), st.sampled_from([None, 1, 300]))
 def test_regions_are_ordered_and_the_tail_issues_every_call_it_answers(
-    messages: list[Message], keep: int
+    messages: list[Message], keep: int, cap: int | None
 ) -> None:
-    """Property: 0 <= head_end <= tail_start <= n and no tail result answers a middle call."""
+    """Property: 0 <= head_end <= tail_start <= n and no tail result answers a middle call.
+
+    A token cap only ever narrows the tail, and a capped tail over its cap is the narrowest.
+    """
     regions = select_regions(messages, keep)
+    if cap is not None:
+        capped = select_regions(messages, keep, max_tail_tokens=cap, estimate=est)
+        assert capped.head_end == regions.head_end and capped.tail_start >= regions.tail_start
+        if total(messages[capped.tail_start :]) > cap:
+            assert capped == select_regions(messages, 1)
+        regions = capped
     assert 0 <= regions.head_end <= regions.tail_start <= len(messages)
     middle_calls = {
         c.id for m in messages[regions.head_end : regions.tail_start] for c in m.tool_calls

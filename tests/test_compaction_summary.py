@@ -10,12 +10,13 @@ from steerable_compaction.compaction import (
     build_summary_request,
     excerpt_summary,
     image_pointer,
+    kept_user_messages,
     select_regions,
     summary_message,
     text_pointer_span,
 )
 
-from .compaction_helpers import PNG, image_message, session, tool_round
+from .compaction_helpers import PNG, est, image_message, session, tool_round
 from .strategies import agent_transcripts
 
 
@@ -106,6 +107,32 @@ def test_r30_replacement_is_a_user_message_wrapping_the_summary() -> None:
         "in the record. Continue the work from here.)"
     )
     assert "replaces 1 earlier message of" in summary_message("s", 1).text
+    one = summary_message("s", 5, kept=1).text
+    assert (
+        "(This summary replaces 5 earlier messages of this conversation; the user's message " in one
+    )
+    assert "above is kept from them word for word, and the originals remain in the record." in one
+    assert "the user's 3 messages above are kept" in summary_message("s", 9, kept=3).text
+
+
+def test_kept_user_messages_are_the_users_words_within_budget_and_half_the_span() -> None:
+    """Newest first; summaries and reminders are not the user's; never over half the span."""
+    goal = Message.user("goal")
+    words = [Message.user(f"constraint {i}: " + "w" * 36) for i in range(4)]  # 16 tokens each
+    reminder = Message.user("<system-reminder>slow down</system-reminder>")
+    summary = summary_message("earlier", 3)
+    span = [summary, words[0], reminder, words[1], *tool_round(1, "r" * 400), words[2], words[3]]
+    messages = [goal, *span]
+    whole = (1, len(messages))
+
+    def kept(budget: int) -> list[Message]:
+        return [messages[i] for i in kept_user_messages(messages, whole, budget, est)]
+
+    assert kept(10**6) == words  # the tool round makes half the span larger than all four
+    assert kept(32) == words[2:]
+    assert kept(0) == []
+    bulky = [goal, *words]  # only user words: the summary must still free room
+    assert len(kept_user_messages(bulky, (1, 5), 10**6, est)) == 2
 
 
 def test_r20_excerpt_summary_keeps_goal_tools_paths_errors_and_recent_work() -> None:

@@ -130,6 +130,32 @@ def kinds(record: Record, since: int = 0) -> list[str]:
     return [e.event.kind for e in record.entries[since:] if e.event.kind != "message"]
 
 
+async def test_without_fold_first_a_fold_that_would_do_is_a_summary_instead() -> None:
+    """`fold_first=False` (desktop default): with a summarizer, the pressure path summarizes.
+
+    The same session as the R17 test below: folding alone would bring it under the threshold
+    with the margin to spare, but the fold would cut results no summary has read.
+    """
+    summarizer = FakeSummarizer()
+    s = session(summarizer, rounds=12, keep_last_messages=4)
+    assert not s.hooks.policy.fold_first
+    (outcome,) = (await s.step()).compactions
+    assert outcome.action == "summarize" and outcome.written and outcome.effective
+    assert len(summarizer.requests) == 1
+    assert kinds(s.record) == ["compaction_start", "compaction_summary", "compaction_boundary"]
+
+
+async def test_without_a_summarizer_the_fold_comes_first_anyway() -> None:
+    """With no LLM summarizer the alternative is the excerpt, which keeps less than a fold."""
+    for s in (
+        session(None, rounds=12, keep_last_messages=4),
+        session(FakeSummarizer(), rounds=12, keep_last_messages=4, summarizer_enabled=False),
+    ):
+        (outcome,) = (await s.step()).compactions
+        assert outcome.action == "compact" and outcome.effective
+        assert kinds(s.record) == ["compaction_boundary"]
+
+
 async def test_r16_below_threshold_nothing_is_written() -> None:
     """R16: under threshold `pre_step` writes nothing and resets the breakers."""
     s = session(FakeSummarizer(), rounds=2)
@@ -143,7 +169,7 @@ async def test_r16_below_threshold_nothing_is_written() -> None:
 async def test_r17_fold_alone_writes_a_boundary_without_a_bracket_or_llm_call() -> None:
     """R17/R36: when folding suffices, a boundary (action compact) and no summarizer call."""
     summarizer = FakeSummarizer()
-    s = session(summarizer, rounds=12, keep_last_messages=4)
+    s = session(summarizer, rounds=12, keep_last_messages=4, fold_first=True)
     assert s.hooks.pressure() >= 8_000
     action = await s.step()
     (outcome,) = action.compactions
@@ -255,7 +281,7 @@ async def test_summarizer_failures_fall_back_to_the_excerpt_and_count_as_ineffec
 
 async def test_r31_hysteresis_blocks_an_immediate_recompaction() -> None:
     """R31: right after a compaction, pressure inside the margin does not compact again."""
-    s = session(None, rounds=14, keep_last_tool_results=20, recompact_margin_ratio=0.5)
+    s = session(None, rounds=14, keep_last_tool_results=20, recompact_margin_ratio=0.6)
     await s.step()
     post = s.hooks.state.last_post_tokens
     assert post is not None
@@ -263,7 +289,7 @@ async def test_r31_hysteresis_blocks_an_immediate_recompaction() -> None:
     while s.hooks.pressure() < 8_000:
         add_rounds(s.record, extra, 1)
         extra += 1
-    assert s.hooks.pressure() < post + 5_000
+    assert s.hooks.pressure() < post + 6_000
     action = await s.step()
     assert action.gate == "hysteresis"
     assert action.compactions == ()
@@ -408,6 +434,39 @@ async def test_r38_recovery_reuses_a_paid_summary_instead_of_calling_again() -> 
     assert boundary.compaction_id == "k99"
     assert record.messages()[2].text.startswith("<compacted-summary>\npaid for already")
     assert not record.projection.open_brackets
+
+
+async def test_a_summary_keeps_the_users_messages_and_recovery_rebuilds_them() -> None:
+    """A summary keeps the user's own messages from its span, verbatim, before it.
+
+    Newest first within the budget; a crash after the summary was paid for replays to the same
+    projection (R37).
+    """
+    record = MemoryRecord()
+    start(record)
+    add_rounds(record, 0, 4)
+    record.append_message(Message.user("Keep the public API unchanged."))
+    add_rounds(record, 4, 4)
+    record.append_message(Message.user("Port 8443 is the only one open."))
+    add_rounds(record, 8, 6)
+    summarizer = FakeSummarizer()
+    hooks = CompactionHooks(record, policy(), summarizer=summarizer)
+    (outcome,) = (await Session(hooks).step()).compactions
+    assert outcome.action == "summarize" and outcome.effective
+    boundary = record.entries[-1].event
+    assert isinstance(boundary, CompactionBoundary)
+    texts = [m.text for m in boundary.replacement]
+    assert texts[:2] == ["Keep the public API unchanged.", "Port 8443 is the only one open."]
+    assert texts[2].startswith("<compacted-summary>\n")
+    assert "the user's 2 messages above are kept from them word for word" in texts[2]
+    assert record.messages()[2:5] == list(boundary.replacement)
+    # The same run, crashed between the paid summary and the boundary:
+    crashed = MemoryRecord()
+    for entry in record.entries[:-1]:
+        crashed.append(entry.event)
+    again = CompactionHooks(crashed, policy(), summarizer=FakeSummarizer())
+    assert again.recovered is not None
+    assert crashed.messages() == record.messages()
 
 
 async def test_recovery_without_a_summary_leaves_the_span_visible() -> None:

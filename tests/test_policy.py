@@ -25,12 +25,14 @@ DESKTOP = {
     "keep_last_tool_results": 2,
     "fold_excerpt_chars": 160,
     "keep_last_images": 1,
+    "fold_first": False,
 }
 LARGE = {
     "keep_last_messages": 16,
     "keep_last_tool_results": 16,
     "fold_excerpt_chars": 4000,
     "keep_last_images": 4,
+    "fold_first": True,
 }
 MODELS = [
     None,
@@ -96,8 +98,16 @@ BAD_VALUES: list[tuple[str, object, str]] = [
         for bad in (-0.01, 1, 1.0, float("nan"), False, "0.1", None)
     ],
     *[
+        ("tail_token_ratio", bad, "a float in (0, 1]")
+        for bad in (0, 0.0, -0.5, 1.01, float("nan"), True, "0.25", None)
+    ],
+    *[
+        ("keep_user_messages_ratio", bad, "a float in [0, 1)")
+        for bad in (-0.01, 1, 1.0, float("nan"), False, "0.1", None)
+    ],
+    *[
         (key, bad, "a bool")
-        for key in ("image_offload", "summarizer_enabled")
+        for key in ("image_offload", "summarizer_enabled", "fold_first")
         for bad in (1, 0, "yes", None)
     ],
 ]
@@ -140,6 +150,19 @@ def test_r4_defaults_are_the_desktop_tier() -> None:
     assert (policy.rapid_refill_window_rounds, policy.max_rapid_refills) == (3, 3)
     assert (policy.max_consecutive_failures, policy.max_overflow_retries) == (3, 2)
     assert policy.reserved_output_tokens is None and policy.headroom_tokens is None
+    assert (policy.tail_token_ratio, policy.keep_user_messages_ratio) == (0.25, 0.125)
+
+
+def test_tail_and_user_message_budgets_are_shares_of_the_threshold() -> None:
+    """`max_tail_tokens` and `user_message_tokens` scale with the threshold, not the window."""
+    policy = resolve_compaction_policy(None, 16_384)
+    assert policy.threshold_tokens == 13_107
+    assert (policy.max_tail_tokens, policy.user_message_tokens) == (3_276, 1_638)
+    off = policy.replace(keep_user_messages_ratio=0, tail_token_ratio=1)
+    assert (off.max_tail_tokens, off.user_message_tokens) == (13_107, 0)
+    assert type(off.tail_token_ratio) is float
+    tiny = resolve_compaction_policy(None, 1_024, threshold_ratio=0.001, tail_token_ratio=0.01)
+    assert tiny.threshold_tokens == 1 and tiny.max_tail_tokens == 1  # never a zero cap
 
 
 # -- threshold (R11) ----------------------------------------------------------------------------

@@ -8,6 +8,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from steerable_compaction import Message, ToolCall
+from steerable_compaction.compaction import SummaryRequest
+from steerable_compaction.hooks import CompactionHooks, StepContext
+from steerable_compaction.policy import resolve_compaction_policy
 from steerable_compaction.reconcile import (
     ReconcilePlan,
     SeedConflictError,
@@ -279,3 +282,28 @@ def test_reconcile_plan_defaults_describe_an_empty_plan() -> None:
     """A plan without new messages appends nothing."""
     plan = ReconcilePlan(record_messages=0)
     assert apply_reconcile(MemoryRecord(), plan) == 0
+
+
+async def test_r1_an_engine_summary_with_kept_user_messages_reconciles_both_ways() -> None:
+    """The engine's replacement (kept user messages, then the summary) is matched in a seed.
+
+    A host seeding its raw history or what the model saw appends only what is new.
+    """
+    record = MemoryRecord()
+    users = [Message.user("Use port 8443."), Message.user("Skip vendored code.")]
+    for message in [SYSTEM, GOAL, *rounds(0, 3), users[0], *rounds(3, 3), users[1]]:
+        record.append_message(message)
+    for message in rounds(6, 40):
+        record.append_message(message)
+
+    async def summarizer(request: SummaryRequest) -> str:
+        return "## Primary Request\nMap the repository."
+
+    policy = resolve_compaction_policy(None, 2048, reserved_output_tokens=0, headroom_tokens=0)
+    hooks = CompactionHooks(record, policy, summarizer=summarizer)
+    (outcome,) = (await hooks.pre_step(StepContext(record=record, round=1, turn=1))).compactions
+    assert outcome.action == "summarize"
+    assert record.messages()[2:4] == users
+    new = Message.user("next")
+    for seed in (raw_history(record), record.messages()):
+        assert plan_reconcile(record, [*seed, new]).new == (new,)

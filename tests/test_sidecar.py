@@ -116,17 +116,19 @@ async def test_send_streams_the_turns_events_before_its_response() -> None:
     assert raw == [e.event.message for e in record.history()][1:]  # type: ignore[union-attr]
 
 
-async def test_compaction_events_stream_with_the_summarizer_cache_share() -> None:
-    """Fold and summary compactions reach the host as events.
+async def test_compaction_events_stream_with_the_summarizer_cache_share(tmp_path: Path) -> None:
+    """Fold and summary compactions reach the host as events (folds first, as configured).
 
     A summary's bracket comes first and its boundary carries the summarizer call's usage.
     """
-    wire = Wire(demo_session(MemoryRecord()))
-    lines = await wire.call("agent.chat.send", {"input": "Map it (read 12 files)."})
+    harness = tmp_path / "fold-first.harness.yaml"
+    harness.write_text("compaction:\n  fold_first: true\n", encoding="utf-8")
+    wire = Wire(demo_session(MemoryRecord(), harness=harness))
+    lines = await wire.call("agent.chat.send", {"input": "Map it (read 16 files)."})
     streamed = events(lines)
     kinds = [e["type"] for e in streamed]
     boundaries = [e for e in streamed if e["type"] == "compaction"]
-    assert [b["action"] for b in boundaries] == ["compact", "compact", "summarize"]
+    assert [b["action"] for b in boundaries] == ["compact"] * 4 + ["summarize"]
     start = kinds.index("compaction_start")
     assert kinds[start : start + 2] == ["compaction_start", "compaction_summary"]
     summary = boundaries[-1]
@@ -135,7 +137,7 @@ async def test_compaction_events_stream_with_the_summarizer_cache_share() -> Non
     assert summary["summarizer"]["cached_tokens"] / summary["summarizer"]["prompt_tokens"] > 0.8
     assert boundaries[0]["edits"] > 0 and "summarizer" not in boundaries[0]
     compactions = lines[-1]["result"]["compactions"]
-    assert [c["action"] for c in compactions] == ["compact", "compact", "summarize"]
+    assert [c["action"] for c in compactions] == ["compact"] * 4 + ["summarize"]
     assert all(c["written"] and c["post_tokens"] < c["pre_tokens"] for c in compactions)
 
 
@@ -727,7 +729,7 @@ async def test_without_an_llm_summarizer_compactions_are_excerpts_without_usage(
         env={"STEERABLE_SUMMARIZER": "0"},
     )
     wire = Wire(session)
-    lines = await wire.call("agent.chat.send", {"input": "Map it (read 12 files)."})
+    lines = await wire.call("agent.chat.send", {"input": "Map it (read 30 files)."})
     boundaries = [e for e in events(lines) if e["type"] == "compaction"]
     assert "excerpt" in [b["action"] for b in boundaries]
     assert all("summarizer" not in b for b in boundaries)

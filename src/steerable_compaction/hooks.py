@@ -26,6 +26,7 @@ from .compaction import (
     SummaryNeeded,
     SummaryRequest,
     excerpt_summary,
+    kept_user_messages,
     plan_compaction,
     summary_message,
 )
@@ -409,6 +410,7 @@ class CompactionHooks:
             seqs=seqs,
             rounds=self._rounds(seqs),
             replay_images=self._replay_images,
+            summarizer=self._summarizer_on(),
         )
         match plan:
             case NothingToDo():
@@ -499,6 +501,7 @@ class CompactionHooks:
             source,
             trigger,
             messages,
+            plan.kept,
             called=planned == "summarize",
             failure=failure,
         )
@@ -512,13 +515,17 @@ class CompactionHooks:
         source: SummarySource,
         trigger: CompactionTrigger,
         messages: list[Message],
+        kept: Sequence[int],
         *,
         called: bool,
         failure: str,
     ) -> CompactionOutcome:
         start, end = span
-        replacement = summary_message(summary, end - start)
-        after = [*messages[:start], replacement, *messages[end:]]
+        replacement = (
+            *(messages[i] for i in kept),
+            summary_message(summary, end - start, len(kept)),
+        )
+        after = [*messages[:start], *replacement, *messages[end:]]
         post = self.meter.preview_rewrite(messages, after)
         action: CompactionAction = "summarize" if source == "summarizer" else "excerpt"
         self.record.append(
@@ -530,7 +537,7 @@ class CompactionHooks:
                 replacement_count=end - start,
                 compaction_id=cid,
                 span=span,
-                replacement=(replacement,),
+                replacement=replacement,
             )
         )
         self.meter.rewrite(messages, after)
@@ -553,6 +560,8 @@ class CompactionHooks:
     ) -> tuple[str | None, SummarySource, str]:
         """The summary text and who wrote it, or `None` and why not."""
         failure = ""
+        room = plan.middle_tokens - plan.kept_tokens  # what the summary message must undercut
+        kept = len(plan.kept)
         if self._summarizer_on():
             assert self._summarizer is not None
             try:
@@ -563,9 +572,7 @@ class CompactionHooks:
                 text = text.strip() if isinstance(text, str) else ""
                 if not text:
                     failure = "summarizer returned an empty summary"
-                elif (
-                    self.meter.estimate(summary_message(text, plan.replaced)) >= plan.middle_tokens
-                ):
+                elif self.meter.estimate(summary_message(text, plan.replaced, kept)) >= room:
                     failure = "summarizer's summary does not shrink the span"
                 else:
                     return text, "summarizer", ""
@@ -573,7 +580,7 @@ class CompactionHooks:
         middle_chars = sum(len(m.text) for m in plan.request.replay[plan.request.span[0] :])
         budget = max(400, min(12_000, middle_chars // 4))
         excerpt = excerpt_summary(messages, plan.request.span, max_chars=budget)
-        if self.meter.estimate(summary_message(excerpt, plan.replaced)) < plan.middle_tokens:
+        if self.meter.estimate(summary_message(excerpt, plan.replaced, kept)) < room:
             return excerpt, "excerpt", failure
         return (
             None,
@@ -598,6 +605,9 @@ class CompactionHooks:
             return None
         start = bracket.start
         messages = list(self.record.projection.messages)
+        kept = kept_user_messages(
+            messages, start.span, self.policy.user_message_tokens, self.meter.estimate
+        )
         outcome = self._close(
             start.compaction_id,
             start.pre_tokens,
@@ -606,6 +616,7 @@ class CompactionHooks:
             bracket.summary.source,
             start.trigger,
             messages,
+            kept,
             called=False,
             failure="",
         )

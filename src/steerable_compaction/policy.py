@@ -10,6 +10,9 @@ catalogue) → window tier → model-family rule → explicit overrides (validat
 | `keep_last_tool_results`        | 2                        | 16                      |
 | `fold_excerpt_chars`            | 160                      | 4000                    |
 | `keep_last_images`              | 1                        | 4                       |
+| `fold_first`                    | False                    | True                    |
+| `tail_token_ratio`              | 0.25                     | 0.25                    |
+| `keep_user_messages_ratio`      | 0.125                    | 0.125                   |
 | `threshold_ratio`               | 0.8                      | 0.8                     |
 | `recompact_margin_ratio`        | 0.1                      | 0.1                     |
 | `image_offload`                 | True                     | True                    |
@@ -28,6 +31,16 @@ harness's fixed headroom). Input limits aside, the caps keep `reserve + headroom
 the window, so a derived threshold is never below `min(window * ratio, 11/16 * window)`: 3,276
 tokens at 4k, 6,553 at 8k. Explicit values are taken as given; a combination that leaves no room
 raises `ConfigError`. `max_context_tokens` must lie in [1,024, 100,000,000].
+
+`fold_first` (R17): whether a pressure compaction stops after the fold when folding alone frees
+enough. Off in the desktop tier, where a fold keeps 160 characters of each old result: with a
+summarizer wired, the engine summarizes instead, so no result leaves the projection unread
+(measured by `steerable-compaction eval`; see the README). Without a summarizer the fold always
+comes first, since the excerpt summary keeps less than a fold. `tail_token_ratio` caps the tail
+a summary keeps at that share of the threshold (fewer messages, never fewer than the newest
+turn, R23), so a summary frees room even when the last messages are large.
+`keep_user_messages_ratio` is the share of the threshold a summary keeps for the user's own
+messages from the span it replaces, verbatim, newest first (0 turns it off).
 """
 
 from __future__ import annotations
@@ -50,13 +63,24 @@ class _Tier(NamedTuple):
     keep_last_tool_results: int
     fold_excerpt_chars: int
     keep_last_images: int
+    fold_first: bool
 
 
+# Large windows keep the spec's fold-first order: a 4,000-character excerpt keeps most results
+# whole. The desktop tier's 160-character excerpt does not, so there a summary reads them first.
 _DESKTOP: Final = _Tier(
-    keep_last_messages=6, keep_last_tool_results=2, fold_excerpt_chars=160, keep_last_images=1
+    keep_last_messages=6,
+    keep_last_tool_results=2,
+    fold_excerpt_chars=160,
+    keep_last_images=1,
+    fold_first=False,
 )
 _LARGE: Final = _Tier(
-    keep_last_messages=16, keep_last_tool_results=16, fold_excerpt_chars=4000, keep_last_images=4
+    keep_last_messages=16,
+    keep_last_tool_results=16,
+    fold_excerpt_chars=4000,
+    keep_last_images=4,
+    fold_first=True,
 )
 _LARGE_TIER_MIN_WINDOW: Final = 200_000
 
@@ -82,7 +106,7 @@ _INT_BOUNDS: Final[Mapping[str, tuple[int, int | None]]] = {
     "headroom_tokens": (0, None),
 }
 _DERIVED: Final = frozenset({"reserved_output_tokens", "headroom_tokens"})
-_BOOLS: Final = ("image_offload", "summarizer_enabled")
+_BOOLS: Final = ("image_offload", "summarizer_enabled", "fold_first")
 
 
 def _check_int(key: str, value: object) -> int:
@@ -134,6 +158,9 @@ class CompactionPolicy:
     fold_excerpt_chars: int = _DESKTOP.fold_excerpt_chars
     image_offload: bool = True
     keep_last_images: int = _DESKTOP.keep_last_images
+    fold_first: bool = _DESKTOP.fold_first
+    tail_token_ratio: float = 0.25
+    keep_user_messages_ratio: float = 0.125
     recompact_margin_ratio: float = 0.1
     micro_compact_interval_rounds: int = 0
     rapid_refill_window_rounds: int = 3
@@ -153,6 +180,8 @@ class CompactionPolicy:
                 raise ConfigError(key, getattr(self, key), "a bool")
         self._set_ratio("threshold_ratio", "a float in (0, 1]", lambda r: 0 < r <= 1)
         self._set_ratio("recompact_margin_ratio", "a float in [0, 1)", lambda r: 0 <= r < 1)
+        self._set_ratio("tail_token_ratio", "a float in (0, 1]", lambda r: 0 < r <= 1)
+        self._set_ratio("keep_user_messages_ratio", "a float in [0, 1)", lambda r: 0 <= r < 1)
         window = self.max_context_tokens
         if _scaled(window, self.threshold_ratio) < 1:
             raise ConfigError(
@@ -210,6 +239,16 @@ class CompactionPolicy:
     def recompact_margin_tokens(self) -> int:
         """How far pressure must rise above the last post-compaction level (R31)."""
         return _scaled(self.max_context_tokens, self.recompact_margin_ratio)
+
+    @property
+    def max_tail_tokens(self) -> int:
+        """The most estimated tokens a summary's tail keeps: `tail_token_ratio` of the threshold."""
+        return max(_scaled(self.threshold_tokens, self.tail_token_ratio), 1)
+
+    @property
+    def user_message_tokens(self) -> int:
+        """Budget for the user's messages a summary keeps verbatim (`keep_user_messages_ratio`)."""
+        return _scaled(self.threshold_tokens, self.keep_user_messages_ratio)
 
     def replace(self, **changes: object) -> CompactionPolicy:
         """A copy with `changes` applied and validated again; unknown knobs raise `ConfigError`."""

@@ -23,6 +23,7 @@ from .summary import (
     SummaryRequest,
     build_summary_request,
     excerpt_summary,
+    kept_user_messages,
     summary_message,
     text_pointer_span,
 )
@@ -47,6 +48,7 @@ __all__ = [
     "fold_marker",
     "image_pointer",
     "is_folded",
+    "kept_user_messages",
     "pair_issues",
     "plan_compaction",
     "prune",

@@ -1,12 +1,16 @@
 """Planning one compaction: which stage runs and exactly what it writes. Pure; no I/O.
 
-Fold first (R17): if folding the middle's old tool results and images brings the estimate under
-the threshold, with the hysteresis margin to spare, the plan is a fold-only rewrite and no LLM
-is called. (A fold that lands just under the threshold would be refilled within a round or two
-and open the rapid-refill breaker, so it goes on to the summary instead.) Otherwise the middle is
-summarized (R20) with the exact warm-prefix replay request. When the middle is empty and the
-tail itself is the pressure, a horizon-less fold is the fallback (R18: lossy beats stuck), still
-sparing the newest assistant turn and its results (R23).
+Fold first (R17), when `policy.fold_first` is on or no LLM summarizer is wired: if folding the
+middle's old tool results and images brings the estimate under the threshold, with the
+hysteresis margin to spare, the plan is a fold-only rewrite and no LLM is called. (A fold that
+lands just under the threshold would be refilled within a round or two and open the
+rapid-refill breaker, so it goes on to the summary instead.) With `fold_first` off and a
+summarizer wired, the pressure path always summarizes: a fold-only rewrite would cut results to
+excerpts that no summary has read. The summary (R20) uses the exact warm-prefix replay request;
+the user's own messages in the middle that fit `policy.user_message_tokens` are kept verbatim
+in front of it. The tail is capped at `policy.max_tail_tokens`. When the middle is empty and
+the tail itself is the pressure, a horizon-less fold is the fallback (R18: lossy beats stuck),
+still sparing the newest assistant turn and its results (R23).
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from typing import Literal, Protocol, TypeAlias
 from ..messages import Message
 from .prune import PruneResult, prune
 from .regions import Regions, select_regions
-from .summary import SummaryRequest, build_summary_request
+from .summary import SummaryRequest, build_summary_request, kept_user_messages
 
 __all__ = [
     "FoldRewrite",
@@ -44,6 +48,18 @@ class PlanSettings(Protocol):
     @property
     def keep_last_messages(self) -> int:
         """Tail length before widening."""
+
+    @property
+    def max_tail_tokens(self) -> int:
+        """Most estimated tokens the tail keeps (fewer messages, never fewer than the newest)."""
+
+    @property
+    def fold_first(self) -> bool:
+        """Whether a fold that frees enough stops the pressure path before any summary."""
+
+    @property
+    def user_message_tokens(self) -> int:
+        """Budget for the user's own messages a summary keeps verbatim."""
 
     @property
     def keep_last_tool_results(self) -> int:
@@ -76,13 +92,19 @@ class FoldRewrite:
 
 @dataclass(frozen=True, slots=True)
 class SummaryNeeded:
-    """Summarize `request.span`; `fold` is what folding alone would have done (not applied)."""
+    """Summarize `request.span`; `fold` is what folding alone would have done (not applied).
+
+    `kept` indexes the user messages of the span kept verbatim before the summary;
+    `kept_tokens` is their estimate, part of `middle_tokens`.
+    """
 
     request: SummaryRequest
     regions: Regions
     fold: PruneResult
     pre_tokens: int
     middle_tokens: int
+    kept: tuple[int, ...] = ()
+    kept_tokens: int = 0
 
     @property
     def replaced(self) -> int:
@@ -112,15 +134,23 @@ def plan_compaction(
     seqs: Sequence[int] | None = None,
     rounds: Sequence[int] | None = None,
     replay_images: bool = False,
+    summarizer: bool = True,
 ) -> Plan:
     """Plan one compaction of `messages` at `pressure` tokens.
 
-    `mode="normal"` (pressure path) stops after the fold when it suffices; `"aggressive"`
-    (overflow and manual paths) summarizes whenever the middle is not empty; `"fold_only"`
-    (micro-compaction, R14) never summarizes. `seqs` and `rounds` give each message's record seq
-    and round for fold markers and image pointers.
+    `mode="normal"` (pressure path) stops after the fold when it suffices and the fold comes
+    first (`policy.fold_first`, or `summarizer=False`: no LLM summarizer is wired, so the summary
+    would be the deterministic excerpt); `"aggressive"` (overflow and manual paths) summarizes
+    whenever the middle is not empty; `"fold_only"` (micro-compaction, R14) never summarizes.
+    `seqs` and `rounds` give each message's record seq and round for fold markers and image
+    pointers.
     """
-    regions = select_regions(messages, policy.keep_last_messages)
+    regions = select_regions(
+        messages,
+        policy.keep_last_messages,
+        max_tail_tokens=policy.max_tail_tokens,
+        estimate=estimate,
+    )
 
     def run_prune(start: int, horizon: int, protect: frozenset[int] = frozenset()) -> PruneResult:
         return prune(
@@ -147,13 +177,18 @@ def plan_compaction(
         # A fold that lands just under the threshold is refilled within a round or two and
         # trips the rapid-refill breaker: it must leave the hysteresis margin free (R17, R31).
         enough = post_fold < policy.threshold_tokens - policy.recompact_margin_tokens
-        if folded.changed and enough and mode == "normal":
+        fold_first = policy.fold_first or not summarizer
+        if folded.changed and enough and mode == "normal" and fold_first:
             return FoldRewrite("compact", folded, regions, pressure, post_fold)
         request = build_summary_request(
             messages, regions.middle, replay_images=replay_images, rounds=rounds
         )
         middle_tokens = sum(estimate(m) for m in messages[regions.head_end : regions.tail_start])
-        return SummaryNeeded(request, regions, folded, pressure, middle_tokens)
+        kept = kept_user_messages(messages, regions.middle, policy.user_message_tokens, estimate)
+        kept_tokens = sum(estimate(messages[i]) for i in kept)
+        return SummaryNeeded(
+            request, regions, folded, pressure, middle_tokens, kept=kept, kept_tokens=kept_tokens
+        )
     # Degenerate case: nothing between head and tail, the tail itself is the pressure.
     fallback = run_prune(regions.head_end, len(messages), _newest_turn(messages))
     if fallback.changed:

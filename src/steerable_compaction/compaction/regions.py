@@ -7,9 +7,12 @@ A transcript splits into three regions:
   so they are replaced by the next summary instead of stacking up as a fake goal.
 - **tail** `[tail_start, n)`: the last `keep_last_messages`, widened backwards until it answers
   no tool call that it did not issue itself, and always holding the newest tool results
-  (R23: the result of the tool just called is never compacted away).
-- **middle** `[head_end, tail_start)`: what a summary replaces and the only place fold and image
-  offload may touch (the horizon is `tail_start`, R18).
+  (R23: the result of the tool just called is never compacted away). With a token cap, the
+  tail keeps fewer messages while it is over the cap (never fewer than the newest turn), so a
+  summary frees room even when the last messages are large.
+- **middle** `[head_end, tail_start)`: what a summary replaces (keeping the user's own messages
+  in it, `summary.kept_user_messages`) and the only place fold and image offload may touch (the
+  horizon is `tail_start`, R18).
 
 Pairing: `pair_issues` finds tool results whose call is gone and calls left without a result;
 `repair_tool_pairs` turns them into plain text so that no request carries either (R22b).
@@ -17,7 +20,7 @@ Pairing: `pair_issues` finds tool results whose call is gone and calls left with
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..messages import Message, TextPart, ToolCall
@@ -83,8 +86,20 @@ def _goal_index(messages: Sequence[Message]) -> int | None:
     return None
 
 
-def select_regions(messages: Sequence[Message], keep_last_messages: int) -> Regions:
-    """Split `messages` into head, middle and tail (see the module docstring)."""
+def select_regions(
+    messages: Sequence[Message],
+    keep_last_messages: int,
+    *,
+    max_tail_tokens: int | None = None,
+    estimate: Callable[[Message], int] | None = None,
+) -> Regions:
+    """Split `messages` into head, middle and tail (see the module docstring).
+
+    With `max_tail_tokens` (and the `estimate` to price messages), the tail is the longest one
+    of at most `keep_last_messages` that fits the cap, or the shortest one when none does.
+    """
+    if (max_tail_tokens is None) != (estimate is None):
+        raise ValueError("max_tail_tokens and estimate go together")
     n = len(messages)
     goal = _goal_index(messages)
     if goal is None:  # no goal: the leading system messages are the head
@@ -93,14 +108,39 @@ def select_regions(messages: Sequence[Message], keep_last_messages: int) -> Regi
             head_end += 1
     else:
         head_end = goal + 1
-    tail_start = max(n - max(keep_last_messages, 1), head_end)
+    sites = call_sites(messages)
+    keep = max(keep_last_messages, 1)
+    regions = _with_tail(messages, head_end, keep, sites)
+    if max_tail_tokens is None or estimate is None:
+        return regions
+    prices: dict[int, int] = {}
+
+    def tail_tokens(r: Regions) -> int:
+        return sum(
+            prices.setdefault(i, estimate(messages[i])) for i in range(r.tail_start, r.length)
+        )
+
+    while keep > 1 and tail_tokens(regions) > max_tail_tokens:
+        keep -= 1
+        regions = _with_tail(messages, head_end, keep, sites)
+    return regions
+
+
+def _with_tail(
+    messages: Sequence[Message],
+    head_end: int,
+    keep: int,
+    sites: dict[str, tuple[int, ToolCall]],
+) -> Regions:
+    """The regions whose tail is the last `keep` messages, widened for R22 and R23."""
+    n = len(messages)
+    tail_start = max(n - keep, head_end)
     # R23: the newest assistant turn and every result answering it stay in the tail.
     last_assistant = next(
         (i for i in range(n - 1, -1, -1) if messages[i].role == "assistant"), None
     )
     if last_assistant is not None and messages[last_assistant].tool_calls:
         tail_start = min(tail_start, max(last_assistant, head_end))
-    sites = call_sites(messages)
     # R22: widen until the tail answers no call it did not issue; a result whose issuer is gone
     # (a restored, cut log) cannot be fixed by widening and is planned as is.
     i = n - 1

@@ -8,7 +8,7 @@ pre_step (round N)
       ├─ no ─► both breaker counters reset (the circuit stays as it is), continue      (R16)
       └─ yes ─► circuit open? ─ yes ─► continue
                   └─ no ─► pressure ≥ last post level + margin? ─ no ─► continue      (R31)
-                              └─ yes ─► fold, then summarize if still over            (R17, R20)
+                              └─ yes ─► fold or summarize (plan_compaction)           (R17, R20)
                                          ├─ post ≥ threshold ─► failures += 1 ─► 3 in a row:
                                          │                       circuit_open(consecutive_failures)
                                          └─ post < threshold ─► refill within 3 rounds? ─► 3 in a

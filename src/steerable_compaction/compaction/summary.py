@@ -10,7 +10,7 @@ pointers unless the summarizer is the turn model itself (R28).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -24,6 +24,7 @@ __all__ = [
     "SummaryRequest",
     "build_summary_request",
     "excerpt_summary",
+    "kept_user_messages",
     "summary_message",
     "text_pointer_span",
 ]
@@ -121,13 +122,49 @@ def build_summary_request(
     return SummaryRequest(messages=(*replay, Message.user(instruction)), span=span)
 
 
-def summary_message(summary: str, replaced: int) -> Message:
-    """The user message that replaces the middle (R30)."""
+def kept_user_messages(
+    messages: Sequence[Message],
+    span: tuple[int, int],
+    budget: int,
+    estimate: Callable[[Message], int],
+) -> tuple[int, ...]:
+    """Indices of the user's own messages in `messages[span]` that a summary keeps verbatim.
+
+    Newest first, each one that still fits `budget` estimated tokens (a message too large to
+    fit is left to the summary, and older ones may still fit), never more than half of the
+    span's tokens in all (the summary must still free room); returned oldest first. Summaries
+    and reminders are not the user's words and are never kept.
+    """
+    start, end = span
+    prices = [estimate(m) for m in messages[start:end]]
+    left = min(budget, sum(prices) // 2)
+    kept: list[int] = []
+    for i in range(end - 1, start - 1, -1):
+        if not is_goal_candidate(messages[i]):
+            continue
+        if prices[i - start] > left:
+            continue
+        left -= prices[i - start]
+        kept.append(i)
+    return tuple(reversed(kept))
+
+
+def summary_message(summary: str, replaced: int, kept: int = 0) -> Message:
+    """The user message that replaces the middle (R30), after the `kept` user messages."""
     plural = "message" if replaced == 1 else "messages"
+    if kept:
+        verbatim = (
+            "the user's message above is kept from them word for word"
+            if kept == 1
+            else f"the user's {kept} messages above are kept from them word for word"
+        )
+        note = f"{verbatim}, and the originals remain in the record"
+    else:
+        note = "the originals remain in the record"
     return Message.user(
         f"{SUMMARY_TAG}\n{summary.strip()}\n</compacted-summary>\n\n"
-        f"(This summary replaces {replaced} earlier {plural} of this conversation; the "
-        "originals remain in the record. Continue the work from here.)"
+        f"(This summary replaces {replaced} earlier {plural} of this conversation; {note}. "
+        "Continue the work from here.)"
     )
 
 

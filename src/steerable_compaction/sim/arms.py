@@ -403,9 +403,10 @@ class ObservationMaskingArm(ArmHooks):
 def build_current(ctx: ArmContext) -> BuiltArm:
     """`current`: the full engine as shipped, assembled by `load_harness` from the packaged harness.
 
-    Pressure compaction (fold first, then the warm-prefix summary with the turn provider as the
-    summarizer, images replayed), spill of oversized results, retry; only the spill directory is
-    moved to the run's scratch directory. `eval --harness FILE` runs a harness of your own here.
+    Pressure compaction (the warm-prefix summary with the turn provider as the summarizer,
+    images replayed; the policy's `fold_first` puts a fold before it), spill of oversized
+    results, retry; only the spill directory is moved to the run's scratch directory.
+    `eval --harness FILE` runs a harness of your own here.
     """
     if ctx.harness is None:
         config = yaml.safe_load(default_harness_text())

@@ -91,7 +91,7 @@ ARMS: dict[str, ArmSpec] = {
         ArmSpec(
             name="current",
             build=build_current,
-            summary="this library: fold, then warm-prefix summary (packaged harness)",
+            summary="this library: warm-prefix summary, user messages kept (packaged harness)",
         ),
         ArmSpec(
             name="masking",
