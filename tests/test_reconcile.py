@@ -287,7 +287,9 @@ def test_reconcile_plan_defaults_describe_an_empty_plan() -> None:
 async def test_r1_an_engine_summary_with_kept_user_messages_reconciles_both_ways() -> None:
     """The engine's replacement (kept user messages, then the summary) is matched in a seed.
 
-    A host seeding its raw history or what the model saw appends only what is new.
+    A host seeding its raw history, what the model saw, or the summary without the messages
+    kept in front of it appends only what is new; the kept messages cannot stand in for the
+    span without the summary.
     """
     record = MemoryRecord()
     users = [Message.user("Use port 8443."), Message.user("Skip vendored code.")]
@@ -305,5 +307,8 @@ async def test_r1_an_engine_summary_with_kept_user_messages_reconciles_both_ways
     assert outcome.action == "summarize"
     assert record.messages()[2:4] == users
     new = Message.user("next")
-    for seed in (raw_history(record), record.messages()):
+    shown = record.messages()
+    for seed in (raw_history(record), shown, [*shown[:2], *shown[4:]]):
         assert plan_reconcile(record, [*seed, new]).new == (new,)
+    with pytest.raises(SeedConflictError):
+        plan_reconcile(record, [*shown[:4], *shown[5:], new])

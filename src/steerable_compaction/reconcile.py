@@ -9,7 +9,9 @@ The runtime owns compaction; a host only ever sends the history it has seen, unc
    (a summary, a fold marker, an image pointer) matches all of them at once. The raw messages
    behind a summary are those behind the `replacement_count` projected messages its boundary
    replaced, followed back through earlier summaries it absorbed; so a host may seed back a
-   summary (or a projection) it was shown;
+   summary (or a projection) it was shown. When a replacement is several messages (the user
+   messages a summary keeps verbatim, then the summary), its last message stands for `[j, k)`
+   and the ones before it may be seeded in front of it or left out;
 3. a seed message equal to a reminder recorded at this point (the runtime's own notice, e.g.
    the thrashing reminder) is accepted but never required;
 4. a seed without any `system` message need not repeat the record's system messages (a host
@@ -199,7 +201,9 @@ def _apply_boundary(
         j, k = cover[start][0], cover[end - 1][1]
     else:
         j = k = cover[start][0] if start < len(cover) else raw_count
-    ranges = [(j, k)] + [(k, k)] * max(len(event.replacement) - 1, 0)
+    # The last message (the summary) stands for the span; those before it (the user messages
+    # it keeps verbatim) stand for nothing and are optional in a seed.
+    ranges = [(j, j)] * max(len(event.replacement) - 1, 0) + [(j, k)]
     for message, (a, b) in zip(event.replacement, ranges, strict=False):
         _stand_in(out, message, a, b)
     cover[start:end] = ranges[: len(event.replacement)]
