@@ -82,9 +82,14 @@ def event_sequences(draw: st.DrawFn, max_ops: int = 30) -> list[Event]:
             cid = f"k{next_id}"
             next_id += 1
             open_brackets[cid] = (start, end)
+            kept = draw(st.lists(st.integers(start, end - 1), unique=True)) if end > start else []
             events.append(
                 CompactionStart(
-                    compaction_id=cid, span=(start, end), pre_tokens=500, action="summarize"
+                    compaction_id=cid,
+                    span=(start, end),
+                    pre_tokens=500,
+                    action="summarize",
+                    kept=tuple(sorted(kept)),
                 )
             )
         else:

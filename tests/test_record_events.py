@@ -48,6 +48,15 @@ from steerable_compaction.record import (
             ),
             "trigger must be one of",
         ),
+        *[
+            (
+                lambda kept=kept: CompactionStart(
+                    compaction_id="k", span=(2, 5), pre_tokens=1, action="summarize", kept=kept
+                ),
+                "kept must be increasing indices inside span",
+            )
+            for kept in [(1,), (5,), (3, 3), (4, 3), (True,), ("2",)]
+        ],
         (lambda: CompactionSummary(compaction_id="", summary="s"), "compaction_id"),
         (lambda: Edit(index=-1, message=Message.user("x")), "edit index"),
         (

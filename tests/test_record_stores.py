@@ -169,6 +169,16 @@ def test_torn_final_line_is_dropped_with_a_warning_and_truncated_only_by_a_write
         (b"[1, 2]", "must be a JSON object"),
         (b'{"v":3,"seq":2,"kind":"compaction_boundary","action":"compact"}', "pre_tokens"),
         (b'{"v":2,"seq":2,"kind":"compaction_start"}', "schema v2 has no"),
+        (
+            b'{"v":3,"seq":2,"kind":"compaction_start","compaction_id":"k","span":[0,2],'
+            b'"pre_tokens":9,"action":"summarize","kept":"0"}',
+            "field 'kept' should be list",
+        ),
+        (
+            b'{"v":3,"seq":2,"kind":"compaction_start","compaction_id":"k","span":[0,2],'
+            b'"pre_tokens":9,"action":"summarize","kept":[1,0]}',
+            "kept must be increasing indices",
+        ),
         (b"\xff\xfe", "not valid JSON"),
     ],
 )

@@ -140,6 +140,7 @@ def entry_event(entry: Entry) -> dict[str, Any]:
             "trigger": event.trigger,
             "span": list(event.span),
             "pre_tokens": event.pre_tokens,
+            "kept": list(event.kept),
         }
     elif isinstance(event, CompactionSummary):
         out |= {

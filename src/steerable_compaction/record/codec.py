@@ -64,13 +64,16 @@ def _event_fields(event: Event) -> dict[str, Any]:
                 out["usage"] = _usage_to_dict(event.usage)
             return out
         case CompactionStart():
-            return {
+            start: dict[str, Any] = {
                 "compaction_id": event.compaction_id,
                 "span": list(event.span),
                 "pre_tokens": event.pre_tokens,
                 "action": event.action,
                 "trigger": event.trigger,
             }
+            if event.kept:
+                start["kept"] = list(event.kept)
+            return start
         case CompactionSummary():
             out = {"compaction_id": event.compaction_id, "summary": event.summary}
             if event.source != "summarizer":
@@ -174,6 +177,7 @@ def _decode_start(f: _Fields) -> Event:
         pre_tokens=f.get("pre_tokens", int),
         action=f.get("action", str),
         trigger=f.get("trigger", str, "pressure"),
+        kept=tuple(f.get("kept", list, [])),
     )
 
 

@@ -6,7 +6,7 @@ persisted and never change:
 | kind                  | event                | effect on the projection                          |
 |-----------------------|----------------------|---------------------------------------------------|
 | `message`             | `MessageAppended`    | appends the message                               |
-| `compaction_start`    | `CompactionStart`    | none: opens a bracket over `span`                 |
+| `compaction_start`    | `CompactionStart`    | none: opens a bracket over `span` (and `kept`)    |
 | `compaction_summary`  | `CompactionSummary`  | none: records the (paid) summary of a bracket     |
 | `compaction_boundary` | `CompactionBoundary` | rewrites: `edits`, then `span` → `replacement`    |
 | `reminder`            | `Reminder`           | appends its message (visible to model and host)   |
@@ -105,19 +105,36 @@ class MessageAppended:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CompactionStart:
-    """Opens a compaction bracket; the span stays visible until the bracket closes."""
+    """Opens a compaction bracket; the span stays visible until the bracket closes.
+
+    `kept` lists the projection indices, inside `span` and in order, of the user messages the
+    summary keeps verbatim in front of it; deciding them with the span lets a recovering
+    process rebuild the exact replacement whatever its policy or meter says (R37, R38).
+    """
 
     compaction_id: str
     span: tuple[int, int]
     pre_tokens: int
     action: CompactionAction
     trigger: CompactionTrigger = "pressure"
+    kept: tuple[int, ...] = ()
     kind: Literal["compaction_start"] = "compaction_start"
 
     def __post_init__(self) -> None:
         if not self.compaction_id:
             raise RecordError("compaction_id must be a non-empty string")
         _check_span(self.span)
+        if not isinstance(self.kept, tuple):
+            object.__setattr__(self, "kept", tuple(self.kept))
+        start, end = self.span
+        inside = all(
+            isinstance(i, int) and not isinstance(i, bool) and start <= i < end for i in self.kept
+        )
+        ordered = all(a < b for a, b in zip(self.kept, self.kept[1:], strict=False))
+        if not (inside and ordered):
+            raise RecordError(
+                f"kept must be increasing indices inside span {self.span!r}, got {self.kept!r}"
+            )
         _check_tokens(pre_tokens=self.pre_tokens)
         _check_choice("action", self.action, ACTIONS)
         _check_choice("trigger", self.trigger, TRIGGERS)
