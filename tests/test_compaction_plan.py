@@ -128,6 +128,7 @@ def test_plan_reads_a_real_policy() -> None:
     st.booleans(),
     st.sampled_from([1, 200, 10**9]),
     st.sampled_from([0, 50, 10**9]),
+    st.sampled_from([1, 10**9]),
 )
 def test_planned_projection_keeps_head_tail_and_pairs_intact(
     messages: list[Message],
@@ -137,6 +138,7 @@ def test_planned_projection_keeps_head_tail_and_pairs_intact(
     fold_first: bool,
     max_tail: int,
     user_tokens: int,
+    threshold: int,
 ) -> None:
     """Property: any plan keeps head and tail byte-identical and breaks no call/result pair.
 
@@ -144,7 +146,7 @@ def test_planned_projection_keeps_head_tail_and_pairs_intact(
     kept messages are the user's own, from the middle, in order, within their budget.
     """
     knobs = Knobs(
-        threshold_tokens=1,
+        threshold_tokens=threshold,  # 10**9: every fold frees enough, so `fold_first` decides
         keep_last_messages=keep,
         keep_last_tool_results=keep_results,
         fold_first=fold_first,
@@ -170,6 +172,11 @@ def test_planned_projection_keeps_head_tail_and_pairs_intact(
         assert plan.kept_tokens <= plan.middle_tokens // 2
     if isinstance(plan, FoldRewrite):
         assert plan.post_tokens <= plan.pre_tokens
+        if mode == "normal" and not plan.horizonless:
+            assert fold_first
+    if isinstance(plan, SummaryNeeded):
+        assert plan.fold_enough == (threshold > 1 and plan.fold.changed and mode == "normal")
+        assert not (plan.fold_enough and fold_first)
 
 
 def test_r17_a_fold_landing_inside_the_hysteresis_margin_summarizes_instead() -> None:

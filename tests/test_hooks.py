@@ -12,7 +12,14 @@ from steerable_compaction import (
     ProviderError,
     resolve_compaction_policy,
 )
-from steerable_compaction.compaction import SUMMARY_INSTRUCTION, SummaryRequest, is_folded
+from steerable_compaction.compaction import (
+    SUMMARY_INSTRUCTION,
+    SummaryNeeded,
+    SummaryRequest,
+    is_folded,
+    plan_compaction,
+    summary_message,
+)
 from steerable_compaction.hooks import (
     THRASHING_REASON,
     ChainHooks,
@@ -35,6 +42,8 @@ from steerable_compaction.record import (
     Record,
     Reminder,
 )
+from steerable_compaction.tokens import TokenMeter
+from steerable_compaction.trace import check_trace
 
 from .compaction_helpers import tool_round
 
@@ -460,13 +469,79 @@ async def test_a_summary_keeps_the_users_messages_and_recovery_rebuilds_them() -
     assert texts[2].startswith("<compacted-summary>\n")
     assert "the user's 2 messages above are kept from them word for word" in texts[2]
     assert record.messages()[2:5] == list(boundary.replacement)
-    # The same run, crashed between the paid summary and the boundary:
+    started = record.entries[-3].event
+    assert isinstance(started, CompactionStart) and started.kept == (10, 19)
+    # The same run, crashed between the paid summary and the boundary, reopened with another
+    # policy and a meter that counts differently: the recorded choice is what counts.
     crashed = MemoryRecord()
     for entry in record.entries[:-1]:
         crashed.append(entry.event)
-    again = CompactionHooks(crashed, policy(), summarizer=FakeSummarizer())
+    again = CompactionHooks(
+        crashed,
+        policy(keep_user_messages_ratio=0),
+        summarizer=FakeSummarizer(),
+        meter=TokenMeter("claude-sonnet-4"),
+    )
     assert again.recovered is not None
     assert crashed.messages() == record.messages()
+
+
+async def test_a_summary_must_undercut_the_span_minus_the_messages_it_keeps() -> None:
+    """The kept user messages stay, so the summary must be smaller than the rest of the span."""
+    record = MemoryRecord()
+    start(record)
+    add_rounds(record, 0, 4)
+    record.append_message(Message.user(body(600, "Constraints: ")))
+    add_rounds(record, 4, 10)
+    hooks = CompactionHooks(record, policy(fold_first=False), summarizer=FakeSummarizer())
+    plan = plan_compaction(
+        record.messages(), hooks.policy, pressure=hooks.pressure(), estimate=hooks.meter.estimate
+    )
+    assert isinstance(plan, SummaryNeeded) and plan.kept_tokens > 500
+    room = plan.middle_tokens - plan.kept_tokens
+    reply = next(
+        text
+        for n in range(0, 200_000, 200)
+        if hooks.meter.estimate(summary_message(text := body(n), plan.replaced, len(plan.kept)))
+        >= room
+    )
+    assert hooks.meter.estimate(summary_message(reply, plan.replaced)) < plan.middle_tokens
+    hooks._summarizer = FakeSummarizer(reply=reply)
+    (outcome,) = (await Session(hooks).step()).compactions
+    assert "summarizer's summary does not shrink the span" in outcome.reason
+
+
+async def test_a_failed_summarizer_falls_back_to_the_fold_and_is_not_asked_while_folds_do() -> None:
+    """Summary-first: a failed summarizer where the fold alone frees enough means the fold.
+
+    The fold is written instead of the weaker excerpt and the compaction counts as effective;
+    later compactions fold first until one needs a summary again.
+    """
+    summarizer = FakeSummarizer(error=ProviderError("boom", provider="fake", status_code=500))
+    s = session(summarizer, rounds=12, keep_last_messages=4)
+    (outcome,) = (await s.step()).compactions
+    assert outcome.action == "compact" and outcome.effective and outcome.summarizer_called
+    assert outcome.reason.startswith("summarizer failed: ProviderError: fake (HTTP 500): boom; ")
+    assert "; folded " in outcome.reason
+    assert kinds(s.record) == ["compaction_start", "compaction_boundary"]
+    assert len(s.record.projection.open_brackets) == 1  # the failed bracket stays open
+    assert s.hooks.state.consecutive_failures == 0
+    # The next compaction where a fold does: no second call to the failing summarizer.
+    post = s.hooks.state.last_post_tokens
+    assert post is not None
+    extra = 100
+    while s.hooks.pressure() < max(8_000, post + 1_000):
+        add_rounds(s.record, extra, 1)
+        extra += 1
+    (again,) = (await s.step()).compactions
+    assert again.action == "compact" and len(summarizer.requests) == 1
+    # A compaction that only a summary can do asks the summarizer again; success resets it.
+    summarizer.error = None
+    (overflow,) = [await s.overflow()]
+    assert overflow is not None and len(summarizer.requests) == 2
+    assert s.hooks.last_outcome is not None and s.hooks.last_outcome.action == "summarize"
+    report = check_trace(s.record, policy=s.hooks.policy)
+    assert report.violations == ()
 
 
 async def test_recovery_without_a_summary_leaves_the_span_visible() -> None:

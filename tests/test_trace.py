@@ -151,6 +151,21 @@ def test_r31_unclosed_bracket_counts_its_pre_level() -> None:
     assert report.counts() == {"hysteresis": 1}
 
 
+def test_r31_a_fold_written_for_a_failed_summary_is_the_same_compaction() -> None:
+    """The engine folds right after a failed bracket's start, at the same pressure: one gate.
+
+    Anything written in between (a message, another pressure) makes it a new compaction.
+    """
+    start = CompactionStart(compaction_id="k1", span=(2, 6), pre_tokens=9_000, action="summarize")
+    assert check_trace(record_with(start, fold(9_000, 5_000)), policy=POLICY).ok
+    later = record_with(start)
+    later.append_message(Message.user("more"))
+    later.append(fold(9_000, 5_000))
+    assert check_trace(later, policy=POLICY).counts() == {"hysteresis": 1}
+    other = record_with(start, fold(9_100, 5_000))
+    assert check_trace(other, policy=POLICY).counts() == {"hysteresis": 1}
+
+
 def test_r24_summary_request_replaying_the_previous_prefix_passes() -> None:
     """Head + middle of the previous request, byte-identical, plus one instruction: ok."""
     messages = tuple(session())

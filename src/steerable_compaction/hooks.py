@@ -23,10 +23,10 @@ from typing import Literal, Protocol, TypeAlias, assert_never
 from .compaction import (
     FoldRewrite,
     NothingToDo,
+    PruneResult,
     SummaryNeeded,
     SummaryRequest,
     excerpt_summary,
-    kept_user_messages,
     plan_compaction,
     summary_message,
 )
@@ -265,6 +265,7 @@ class CompactionHooks:
         self._assistant_seqs: list[int] = []
         self._scanned = 0
         self.last_outcome: CompactionOutcome | None = None
+        self._summarizer_failed = False  # the last summarizer call failed: fold first meanwhile
         self._usage_scanned = 0
         self.recovered: CompactionOutcome | None = self._recover()
         self._observe_new()
@@ -410,7 +411,9 @@ class CompactionHooks:
             seqs=seqs,
             rounds=self._rounds(seqs),
             replay_images=self._replay_images,
-            summarizer=self._summarizer_on(),
+            # After a failed summarizer call, a fold that frees enough comes first again; the
+            # summarizer is asked next when only a summary will do.
+            summarizer=self._summarizer_on() and not self._summarizer_failed,
         )
         match plan:
             case NothingToDo():
@@ -423,28 +426,7 @@ class CompactionHooks:
                     reason=plan.reason,
                 )
             case FoldRewrite():
-                post = self.meter.preview_rewrite(messages, plan.prune.messages)
-                self.record.append(
-                    CompactionBoundary(
-                        action=plan.action,
-                        trigger=trigger,
-                        pre_tokens=pre,
-                        post_tokens=post,
-                        replacement_count=len(plan.prune.edits),
-                        edits=plan.prune.edits,
-                    )
-                )
-                self.meter.rewrite(messages, plan.prune.messages)
-                outcome = CompactionOutcome(
-                    trigger=trigger,
-                    written=True,
-                    effective=post < self.policy.threshold_tokens,
-                    pre_tokens=pre,
-                    post_tokens=post,
-                    action=plan.action,
-                    reason=f"folded {plan.prune.folded} results, offloaded "
-                    f"{plan.prune.offloaded} images",
-                )
+                outcome = self._fold(plan.prune, plan.action, trigger, pre, messages)
             case SummaryNeeded():
                 outcome = await self._summarize(plan, messages, trigger)
             case _:
@@ -464,6 +446,40 @@ class CompactionHooks:
     def _summarizer_on(self) -> bool:
         return self._summarizer is not None and self.policy.summarizer_enabled
 
+    def _fold(
+        self,
+        pruned: PruneResult,
+        action: Literal["compact", "micro_compact"],
+        trigger: CompactionTrigger,
+        pre: int,
+        messages: list[Message],
+        *,
+        why: str = "",
+    ) -> CompactionOutcome:
+        """Write a fold-only rewrite (a boundary without a bracket, R36)."""
+        post = self.meter.preview_rewrite(messages, pruned.messages)
+        self.record.append(
+            CompactionBoundary(
+                action=action,
+                trigger=trigger,
+                pre_tokens=pre,
+                post_tokens=post,
+                replacement_count=len(pruned.edits),
+                edits=pruned.edits,
+            )
+        )
+        self.meter.rewrite(messages, pruned.messages)
+        return CompactionOutcome(
+            trigger=trigger,
+            written=True,
+            effective=post < self.policy.threshold_tokens,
+            pre_tokens=pre,
+            post_tokens=post,
+            action=action,
+            summarizer_called=bool(why),
+            reason=f"{why}folded {pruned.folded} results, offloaded {pruned.offloaded} images",
+        )
+
     async def _summarize(
         self, plan: SummaryNeeded, messages: list[Message], trigger: CompactionTrigger
     ) -> CompactionOutcome:
@@ -477,9 +493,18 @@ class CompactionHooks:
                 pre_tokens=plan.pre_tokens,
                 action=planned,
                 trigger=trigger,
+                kept=plan.kept,
             )
         )
         summary, source, failure = await self._write_summary(plan, messages)
+        if planned == "summarize":
+            self._summarizer_failed = bool(failure)
+        if failure and plan.fold_enough:
+            # The fold alone would have done: better than an excerpt. The bracket stays open,
+            # so the projection ignores it (R37) and recovery finds no summary to reuse.
+            return self._fold(
+                plan.fold, "compact", trigger, plan.pre_tokens, messages, why=f"{failure}; "
+            )
         if summary is None:
             # The bracket stays open: its span stays visible and nothing is lost (R37).
             return CompactionOutcome(
@@ -576,6 +601,9 @@ class CompactionHooks:
                     failure = "summarizer's summary does not shrink the span"
                 else:
                     return text, "summarizer", ""
+            if plan.fold_enough:
+                logger.warning("%s; folding instead (the fold alone frees enough)", failure)
+                return None, "excerpt", failure
             logger.warning("%s; falling back to the excerpt summary", failure)
         middle_chars = sum(len(m.text) for m in plan.request.replay[plan.request.span[0] :])
         budget = max(400, min(12_000, middle_chars // 4))
@@ -605,9 +633,6 @@ class CompactionHooks:
             return None
         start = bracket.start
         messages = list(self.record.projection.messages)
-        kept = kept_user_messages(
-            messages, start.span, self.policy.user_message_tokens, self.meter.estimate
-        )
         outcome = self._close(
             start.compaction_id,
             start.pre_tokens,
@@ -616,7 +641,7 @@ class CompactionHooks:
             bracket.summary.source,
             start.trigger,
             messages,
-            kept,
+            start.kept,
             called=False,
             failure="",
         )

@@ -37,8 +37,8 @@ enough. Off in the desktop tier, where a fold keeps 160 characters of each old r
 summarizer wired, the engine summarizes instead, so no result leaves the projection unread
 (measured by `steerable-compaction eval`; see the README). Without a summarizer the fold always
 comes first, since the excerpt summary keeps less than a fold. `tail_token_ratio` caps the tail
-a summary keeps at that share of the threshold (fewer messages, never fewer than the newest
-turn, R23), so a summary frees room even when the last messages are large.
+at that share of the threshold (fewer messages, never fewer than the newest turn, R23), so a
+summary frees room even when the last messages are large; the fold horizon (R18) moves with it.
 `keep_user_messages_ratio` is the share of the threshold a summary keeps for the user's own
 messages from the span it replaces, verbatim, newest first (0 turns it off).
 """

@@ -15,7 +15,9 @@ the provider received, in order) and checks what must hold in any run, live or s
 
 Without a policy the hysteresis check only asks that pressure rose above the previous post level
 (the margin and threshold are unknown). Micro-compactions are exempt from it and do not move the
-post level, as in the engine. The report lists every violation; `strict=True` (or
+post level, as in the engine. A fold-only boundary written right after a bracket's start, at the
+same pressure (the engine folds when the summarizer failed and the fold alone frees enough), is
+the same compaction: it is not gated again. The report lists every violation; `strict=True` (or
 `report.raise_if_violated()`) raises `TraceAssertionError` instead.
 """
 
@@ -124,6 +126,7 @@ def _check_record(
     brackets = folds = pressure = 0
     starts: dict[str, CompactionStart] = {}
     last_post: int | None = None
+    attempt: CompactionStart | None = None  # a start with nothing written after it yet
     margin = policy.recompact_margin_tokens if policy is not None else None
 
     def gate(seq: int, pre: int) -> None:
@@ -151,6 +154,13 @@ def _check_record(
 
     for entry in entries:
         event = entry.event
+        fallback = (
+            isinstance(event, CompactionBoundary)
+            and event.compaction_id is None
+            and attempt is not None
+            and (attempt.trigger, attempt.pre_tokens) == (event.trigger, event.pre_tokens)
+        )
+        attempt = event if isinstance(event, CompactionStart) else None
         if isinstance(event, CompactionStart):
             starts[event.compaction_id] = event
             if event.trigger == "pressure":
@@ -161,7 +171,7 @@ def _check_record(
             cid = event.compaction_id
             if cid is None:
                 folds += 1
-                if event.trigger == "pressure":
+                if event.trigger == "pressure" and not fallback:
                     gate(entry.seq, event.pre_tokens)
                 check: TraceCheck = "fold_shrinks"
                 name = f"fold-only boundary ({event.action}/{event.trigger})"

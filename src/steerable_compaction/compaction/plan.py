@@ -95,7 +95,9 @@ class SummaryNeeded:
     """Summarize `request.span`; `fold` is what folding alone would have done (not applied).
 
     `kept` indexes the user messages of the span kept verbatim before the summary;
-    `kept_tokens` is their estimate, part of `middle_tokens`.
+    `kept_tokens` is their estimate, part of `middle_tokens`. `fold_enough` says the pressure
+    path's fold alone would have freed enough (it summarizes because the fold does not come
+    first): the fallback if the summarizer fails.
     """
 
     request: SummaryRequest
@@ -105,6 +107,7 @@ class SummaryNeeded:
     middle_tokens: int
     kept: tuple[int, ...] = ()
     kept_tokens: int = 0
+    fold_enough: bool = False
 
     @property
     def replaced(self) -> int:
@@ -177,8 +180,8 @@ def plan_compaction(
         # A fold that lands just under the threshold is refilled within a round or two and
         # trips the rapid-refill breaker: it must leave the hysteresis margin free (R17, R31).
         enough = post_fold < policy.threshold_tokens - policy.recompact_margin_tokens
-        fold_first = policy.fold_first or not summarizer
-        if folded.changed and enough and mode == "normal" and fold_first:
+        fold_enough = folded.changed and enough and mode == "normal"
+        if fold_enough and (policy.fold_first or not summarizer):
             return FoldRewrite("compact", folded, regions, pressure, post_fold)
         request = build_summary_request(
             messages, regions.middle, replay_images=replay_images, rounds=rounds
@@ -187,7 +190,14 @@ def plan_compaction(
         kept = kept_user_messages(messages, regions.middle, policy.user_message_tokens, estimate)
         kept_tokens = sum(estimate(messages[i]) for i in kept)
         return SummaryNeeded(
-            request, regions, folded, pressure, middle_tokens, kept=kept, kept_tokens=kept_tokens
+            request,
+            regions,
+            folded,
+            pressure,
+            middle_tokens,
+            kept=kept,
+            kept_tokens=kept_tokens,
+            fold_enough=fold_enough,
         )
     # Degenerate case: nothing between head and tail, the tail itself is the pressure.
     fallback = run_prune(regions.head_end, len(messages), _newest_turn(messages))

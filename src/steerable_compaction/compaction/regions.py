@@ -9,7 +9,8 @@ A transcript splits into three regions:
   no tool call that it did not issue itself, and always holding the newest tool results
   (R23: the result of the tool just called is never compacted away). With a token cap, the
   tail keeps fewer messages while it is over the cap (never fewer than the newest turn), so a
-  summary frees room even when the last messages are large.
+  summary frees room even when the last messages are large. The cap moves the fold horizon
+  too (R18: fold and offload reach up to the tail, wherever it starts).
 - **middle** `[head_end, tail_start)`: what a summary replaces (keeping the user's own messages
   in it, `summary.kept_user_messages`) and the only place fold and image offload may touch (the
   horizon is `tail_start`, R18).
@@ -116,9 +117,10 @@ def select_regions(
     prices: dict[int, int] = {}
 
     def tail_tokens(r: Regions) -> int:
-        return sum(
-            prices.setdefault(i, estimate(messages[i])) for i in range(r.tail_start, r.length)
-        )
+        for i in range(r.tail_start, r.length):
+            if i not in prices:
+                prices[i] = estimate(messages[i])
+        return sum(prices[i] for i in range(r.tail_start, r.length))
 
     while keep > 1 and tail_tokens(regions) > max_tail_tokens:
         keep -= 1
