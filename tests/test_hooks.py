@@ -24,6 +24,7 @@ from steerable_compaction.hooks import (
     THRASHING_REASON,
     ChainHooks,
     CompactionHooks,
+    CompactionOutcome,
     PreStepAction,
     RequestErrorContext,
     RetryAction,
@@ -526,22 +527,46 @@ async def test_a_failed_summarizer_falls_back_to_the_fold_and_is_not_asked_while
     assert kinds(s.record) == ["compaction_start", "compaction_boundary"]
     assert len(s.record.projection.open_brackets) == 1  # the failed bracket stays open
     assert s.hooks.state.consecutive_failures == 0
+
+    async def refill_and_step() -> CompactionOutcome:
+        post = s.hooks.state.last_post_tokens
+        assert post is not None
+        while s.hooks.pressure() < max(8_000, post + 1_000):
+            add_rounds(s.record, 100 + len(s.record), 1)
+        (outcome,) = (await s.step()).compactions
+        return outcome
+
     # The next compaction where a fold does: no second call to the failing summarizer.
-    post = s.hooks.state.last_post_tokens
-    assert post is not None
-    extra = 100
-    while s.hooks.pressure() < max(8_000, post + 1_000):
-        add_rounds(s.record, extra, 1)
-        extra += 1
-    (again,) = (await s.step()).compactions
+    again = await refill_and_step()
     assert again.action == "compact" and len(summarizer.requests) == 1
     # A compaction that only a summary can do asks the summarizer again; success resets it.
     summarizer.error = None
-    (overflow,) = [await s.overflow()]
-    assert overflow is not None and len(summarizer.requests) == 2
+    assert await s.overflow() is not None
+    assert len(summarizer.requests) == 2
     assert s.hooks.last_outcome is not None and s.hooks.last_outcome.action == "summarize"
+    # Summary-first again: the next pressure compaction summarizes though a fold would do.
+    assert (await refill_and_step()).action == "summarize"
+    assert len(summarizer.requests) == 3
     report = check_trace(s.record, policy=s.hooks.policy)
     assert report.violations == ()
+
+
+async def test_when_no_summary_can_be_written_the_overflow_path_folds() -> None:
+    """Lossy beats stuck: summarizer and excerpt both fail, the fold still frees room."""
+    record = MemoryRecord()
+    start(record)
+    # A result just long enough for its fold to save tokens, in a middle too small for the
+    # excerpt summary (section headings alone) to be any smaller.
+    for message in [*tool_round(0, "word " * 60), *tool_round(1, "short")]:
+        record.append_message(message)
+    summarizer = FakeSummarizer(error=ProviderError("boom", provider="fake", status_code=500))
+    knobs = {"keep_last_messages": 2, "keep_last_tool_results": 0, "keep_user_messages_ratio": 0}
+    s = Session(CompactionHooks(record, policy(**knobs), summarizer=summarizer))
+    assert await s.overflow() is not None
+    outcome = s.hooks.last_outcome
+    assert outcome is not None and outcome.written and outcome.action == "compact"
+    assert "the excerpt summary would not shrink the span" in outcome.reason
+    assert any(is_folded(m) for m in record.messages())
 
 
 async def test_recovery_without_a_summary_leaves_the_span_visible() -> None:

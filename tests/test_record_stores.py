@@ -179,6 +179,11 @@ def test_torn_final_line_is_dropped_with_a_warning_and_truncated_only_by_a_write
             b'"pre_tokens":9,"action":"summarize","kept":[1,0]}',
             "kept must be increasing indices",
         ),
+        (
+            b'{"v":3,"seq":2,"kind":"compaction_start","compaction_id":"k","span":[0,2],'
+            b'"pre_tokens":9,"action":"summarize","kept":["a",1]}',
+            "kept must be increasing indices",
+        ),
         (b"\xff\xfe", "not valid JSON"),
     ],
 )

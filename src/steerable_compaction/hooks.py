@@ -499,9 +499,10 @@ class CompactionHooks:
         summary, source, failure = await self._write_summary(plan, messages)
         if planned == "summarize":
             self._summarizer_failed = bool(failure)
-        if failure and plan.fold_enough:
-            # The fold alone would have done: better than an excerpt. The bracket stays open,
-            # so the projection ignores it (R37) and recovery finds no summary to reuse.
+        if summary is None and plan.fold.changed:
+            # The fold alone would have done (better than an excerpt), or no summary could be
+            # written at all (lossy beats stuck). The bracket stays open, so the projection
+            # ignores it (R37) and recovery finds no summary to reuse.
             return self._fold(
                 plan.fold, "compact", trigger, plan.pre_tokens, messages, why=f"{failure}; "
             )

@@ -126,7 +126,8 @@ class ReconcilePlan:
 
     `record_messages` raw messages were accounted for: `raw` one to one, `stand_ins` seed
     messages stood for compacted spans, `skipped_system` record system messages the seed left
-    out, `reminders` seed messages were runtime reminders.
+    out, `reminders` seed messages were optional ones: runtime reminders, or user messages a
+    summary keeps in front of it (seeded back from a projection).
     """
 
     record_messages: int

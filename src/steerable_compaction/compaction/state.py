@@ -137,7 +137,8 @@ def after_pressure_compaction(
     """Count an ineffective compaction (R32) or a rapid refill (R33) and maybe open the circuit.
 
     `effective` is false when the compaction changed nothing or left the estimate at or above
-    the threshold, or when its summarizer failed.
+    the threshold, or when its summarizer failed and the excerpt summary took its place (a
+    fold written instead of a failed summary is effective when it gets under the threshold).
     """
     base = replace(state, last_compaction_round=state.round, last_post_tokens=post_tokens)
     if not effective or post_tokens >= settings.threshold_tokens:

@@ -130,8 +130,7 @@ class CompactionStart:
         inside = all(
             isinstance(i, int) and not isinstance(i, bool) and start <= i < end for i in self.kept
         )
-        ordered = all(a < b for a, b in zip(self.kept, self.kept[1:], strict=False))
-        if not (inside and ordered):
+        if not (inside and all(a < b for a, b in zip(self.kept, self.kept[1:], strict=False))):
             raise RecordError(
                 f"kept must be increasing indices inside span {self.span!r}, got {self.kept!r}"
             )
