@@ -551,21 +551,23 @@ async def test_a_failed_summarizer_falls_back_to_the_fold_and_is_not_asked_while
     assert report.violations == ()
 
 
-async def test_when_no_summary_can_be_written_the_overflow_path_folds() -> None:
-    """Lossy beats stuck: summarizer and excerpt both fail, the fold still frees room."""
+@pytest.mark.parametrize("wired", [True, False])
+async def test_when_no_summary_can_be_written_the_overflow_path_folds(wired: bool) -> None:
+    """Lossy beats stuck: summarizer (if any) and excerpt both fail, the fold frees room."""
     record = MemoryRecord()
     start(record)
     # A result just long enough for its fold to save tokens, in a middle too small for the
     # excerpt summary (section headings alone) to be any smaller.
     for message in [*tool_round(0, "word " * 60), *tool_round(1, "short")]:
         record.append_message(message)
-    summarizer = FakeSummarizer(error=ProviderError("boom", provider="fake", status_code=500))
+    failing = FakeSummarizer(error=ProviderError("boom", provider="fake", status_code=500))
     knobs = {"keep_last_messages": 2, "keep_last_tool_results": 0, "keep_user_messages_ratio": 0}
-    s = Session(CompactionHooks(record, policy(**knobs), summarizer=summarizer))
+    s = Session(CompactionHooks(record, policy(**knobs), summarizer=failing if wired else None))
     assert await s.overflow() is not None
     outcome = s.hooks.last_outcome
     assert outcome is not None and outcome.written and outcome.action == "compact"
     assert "the excerpt summary would not shrink the span" in outcome.reason
+    assert outcome.summarizer_called is wired
     assert any(is_folded(m) for m in record.messages())
 
 

@@ -455,8 +455,13 @@ class CompactionHooks:
         messages: list[Message],
         *,
         why: str = "",
+        called: bool = False,
     ) -> CompactionOutcome:
-        """Write a fold-only rewrite (a boundary without a bracket, R36)."""
+        """Write a fold-only rewrite (a boundary without a bracket, R36).
+
+        `why` prefixes the reason when the fold stands in for a summary that failed; `called`
+        says the summarizer was asked first.
+        """
         post = self.meter.preview_rewrite(messages, pruned.messages)
         self.record.append(
             CompactionBoundary(
@@ -476,7 +481,7 @@ class CompactionHooks:
             pre_tokens=pre,
             post_tokens=post,
             action=action,
-            summarizer_called=bool(why),
+            summarizer_called=called,
             reason=f"{why}folded {pruned.folded} results, offloaded {pruned.offloaded} images",
         )
 
@@ -504,7 +509,13 @@ class CompactionHooks:
             # written at all (lossy beats stuck). The bracket stays open, so the projection
             # ignores it (R37) and recovery finds no summary to reuse.
             return self._fold(
-                plan.fold, "compact", trigger, plan.pre_tokens, messages, why=f"{failure}; "
+                plan.fold,
+                "compact",
+                trigger,
+                plan.pre_tokens,
+                messages,
+                why=f"{failure}; ",
+                called=planned == "summarize",
             )
         if summary is None:
             # The bracket stays open: its span stays visible and nothing is lost (R37).
