@@ -126,13 +126,16 @@ def test_kept_user_messages_are_the_users_words_within_budget_and_half_the_span(
     whole = (1, len(messages))
 
     def kept(budget: int) -> list[Message]:
-        return [messages[i] for i in kept_user_messages(messages, whole, budget, est)]
+        prices = [est(m) for m in messages[1:]]
+        return [messages[i] for i in kept_user_messages(messages, whole, budget, prices)]
 
     assert kept(10**6) == words  # the tool round makes half the span larger than all four
     assert kept(32) == words[2:]
     assert kept(0) == []
     bulky = [goal, *words]  # only user words: the summary must still free room
-    assert len(kept_user_messages(bulky, (1, 5), 10**6, est)) == 2
+    assert len(kept_user_messages(bulky, (1, 5), 10**6, [est(m) for m in words])) == 2
+    with pytest.raises(ValueError, match="3 prices for the 4 messages"):
+        kept_user_messages(bulky, (1, 5), 10**6, [1, 2, 3])
 
 
 def test_r20_excerpt_summary_keeps_goal_tools_paths_errors_and_recent_work() -> None:

@@ -16,8 +16,8 @@ the provider received, in order) and checks what must hold in any run, live or s
 Without a policy the hysteresis check only asks that pressure rose above the previous post level
 (the margin and threshold are unknown). Micro-compactions are exempt from it and do not move the
 post level, as in the engine. A fold-only boundary written right after a bracket's start, at the
-same pressure (the engine folds when the summarizer failed and the fold alone frees enough), is
-the same compaction: it is not gated again. The report lists every violation; `strict=True` (or
+same pressure (the engine folds when no summary could be written), is the same compaction: it
+is not gated again. The report lists every violation; `strict=True` (or
 `report.raise_if_violated()`) raises `TraceAssertionError` instead.
 """
 

@@ -186,9 +186,10 @@ def plan_compaction(
         request = build_summary_request(
             messages, regions.middle, replay_images=replay_images, rounds=rounds
         )
-        middle_tokens = sum(estimate(m) for m in messages[regions.head_end : regions.tail_start])
-        kept = kept_user_messages(messages, regions.middle, policy.user_message_tokens, estimate)
-        kept_tokens = sum(estimate(messages[i]) for i in kept)
+        prices = [estimate(m) for m in messages[regions.head_end : regions.tail_start]]
+        kept = kept_user_messages(messages, regions.middle, policy.user_message_tokens, prices)
+        middle_tokens = sum(prices)
+        kept_tokens = sum(prices[i - regions.head_end] for i in kept)
         return SummaryNeeded(
             request,
             regions,

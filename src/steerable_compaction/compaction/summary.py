@@ -10,7 +10,7 @@ pointers unless the summarizer is the turn model itself (R28).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -126,9 +126,11 @@ def kept_user_messages(
     messages: Sequence[Message],
     span: tuple[int, int],
     budget: int,
-    estimate: Callable[[Message], int],
+    prices: Sequence[int],
 ) -> tuple[int, ...]:
     """Indices of the user's own messages in `messages[span]` that a summary keeps verbatim.
+
+    `prices` are the estimated tokens of `messages[span]`, in order (the planner has them).
 
     Newest first, each one that still fits `budget` estimated tokens (a message too large to
     fit is left to the summary, and older ones may still fit), never more than half of the
@@ -136,7 +138,8 @@ def kept_user_messages(
     and reminders are not the user's words and are never kept.
     """
     start, end = span
-    prices = [estimate(m) for m in messages[start:end]]
+    if len(prices) != end - start:
+        raise ValueError(f"{len(prices)} prices for the {end - start} messages of span {span!r}")
     left = min(budget, sum(prices) // 2)
     kept: list[int] = []
     for i in range(end - 1, start - 1, -1):
