@@ -17,7 +17,8 @@ import time
 
 from steerable_compaction import Message, ToolCall, estimate_tokens, resolve_compaction_policy
 from steerable_compaction.compaction import SummaryNeeded, plan_compaction
-from steerable_compaction.hooks import CompactionHooks, StepContext
+from steerable_compaction.engine import CompactionHooks
+from steerable_compaction.hooks import StepContext
 from steerable_compaction.record import MemoryRecord
 from steerable_compaction.tokens import TokenMeter
 

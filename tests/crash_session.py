@@ -18,7 +18,8 @@ from pathlib import Path
 
 from steerable_compaction import Message, resolve_compaction_policy
 from steerable_compaction.compaction import SummaryRequest
-from steerable_compaction.hooks import CompactionHooks, StepContext
+from steerable_compaction.engine import CompactionHooks
+from steerable_compaction.hooks import StepContext
 from steerable_compaction.record import Entry, JsonlRecord
 from steerable_compaction.record.codec import encode_line
 

@@ -201,7 +201,7 @@ def test_r22b_repair_leaves_no_pairing_issue_in_any_message_list(messages: list[
 
 def test_r21_a_summary_or_reminder_is_never_taken_as_the_goal() -> None:
     """Regression: with no user goal (restored log), summaries and reminders stay in the middle."""
-    from steerable_compaction.hooks import compaction_thrashing_reminder
+    from steerable_compaction.engine import compaction_thrashing_reminder
 
     reminder = compaction_thrashing_reminder(3, 3).message
     messages = [

@@ -9,8 +9,8 @@ import pytest
 
 from steerable_compaction import Message, ToolCall
 from steerable_compaction.compaction import SUMMARY_INSTRUCTION, pair_issues
+from steerable_compaction.engine import CompactionHooks
 from steerable_compaction.harness import load_harness
-from steerable_compaction.hooks import CompactionHooks
 from steerable_compaction.loop import CoreLoop, Tool
 from steerable_compaction.providers.base import Completion, CompletionRequest, provider_error
 from steerable_compaction.record import JsonlRecord

@@ -7,8 +7,8 @@ import yaml
 
 from steerable_compaction import ConfigError, Message
 from steerable_compaction.compaction import SummaryRequest
+from steerable_compaction.engine import CompactionHooks
 from steerable_compaction.harness import SUMMARIZER_ENV, default_harness_text, load_harness
-from steerable_compaction.hooks import CompactionHooks
 from steerable_compaction.record import MemoryRecord
 from steerable_compaction.retry import RetryHooks
 from steerable_compaction.spill import SpillHooks

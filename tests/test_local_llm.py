@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from steerable_compaction import ContextOverflowError, Message, resolve_compaction_policy
-from steerable_compaction.hooks import CompactionHooks
+from steerable_compaction.engine import CompactionHooks
 from steerable_compaction.loop import CoreLoop
 from steerable_compaction.providers.base import CompletionRequest
 from steerable_compaction.record import MemoryRecord

@@ -12,8 +12,8 @@ from steerable_compaction import (
     ToolCall,
     resolve_compaction_policy,
 )
+from steerable_compaction.engine import CompactionHooks
 from steerable_compaction.hooks import (
-    CompactionHooks,
     PreStepAction,
     RequestErrorContext,
     RetryAction,

@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 
 from steerable_compaction import Message, ToolCall
 from steerable_compaction.compaction import SummaryRequest
-from steerable_compaction.hooks import CompactionHooks, StepContext
+from steerable_compaction.engine import CompactionHooks
+from steerable_compaction.hooks import StepContext
 from steerable_compaction.policy import resolve_compaction_policy
 from steerable_compaction.reconcile import (
     ReconcilePlan,

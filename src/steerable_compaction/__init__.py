@@ -9,6 +9,7 @@ from __future__ import annotations
 from importlib.metadata import PackageNotFoundError, version
 
 from .compactor import Compactor
+from .engine import CompactionHooks
 from .errors import (
     CompactionError,
     ConfigError,
@@ -21,7 +22,7 @@ from .errors import (
     RecordLockedError,
 )
 from .harness import Harness, load_harness
-from .hooks import ChainHooks, CompactionHooks
+from .hooks import ChainHooks
 from .loop import CoreLoop, Tool, TurnResult
 from .messages import ImagePart, Message, TextPart, ToolCall, ToolResult
 from .policy import CompactionPolicy, resolve_compaction_policy, resolve_context_window

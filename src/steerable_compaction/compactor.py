@@ -22,8 +22,9 @@ from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
 from .compaction import SummaryRequest, repair_tool_pairs
+from .engine import CompactionHooks
 from .errors import ContextOverflowError, MessageError
-from .hooks import CompactionHooks, RequestErrorContext, StepContext, Summarizer
+from .hooks import RequestErrorContext, StepContext, Summarizer
 from .messages import Message
 from .policy import CompactionPolicy
 from .record import MemoryRecord, Record

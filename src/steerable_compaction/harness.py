@@ -19,8 +19,9 @@ from typing import Any
 
 import yaml
 
+from .engine import CompactionHooks
 from .errors import ConfigError
-from .hooks import CompactionHooks, Hooks
+from .hooks import Hooks
 from .loop import CoreLoop, Tool
 from .policy import CompactionPolicy, resolve_compaction_policy
 from .providers.base import Provider, provider_summarizer

@@ -23,6 +23,7 @@ from typing import Any
 import yaml
 
 from ..compaction import prune, select_regions
+from ..engine import newest_usage
 from ..errors import ContextOverflowError
 from ..harness import default_harness_text, load_harness
 from ..hooks import (
@@ -32,7 +33,6 @@ from ..hooks import (
     RetryAction,
     StepContext,
     ToolResultContext,
-    newest_usage,
 )
 from ..loop import CoreLoop, Tool
 from ..messages import Message, TextPart, ToolResult
