@@ -9,11 +9,13 @@ from steerable_compaction.compaction.state import (
     EngineState,
     after_forced,
     after_pressure_compaction,
-    begin_round,
-    begin_turn,
+    after_summary_attempt,
+    at_step,
     healthy,
     micro_due,
     pressure_gate,
+    request_manual,
+    take_overflow_retry,
 )
 
 POLICY = resolve_compaction_policy(None, 10_000, reserved_output_tokens=0, headroom_tokens=0)
@@ -28,13 +30,15 @@ def test_r16_below_threshold_proceeds_and_resets_both_counters() -> None:
     """R16: under threshold nothing happens and both breaker counters reset."""
     state = EngineState(consecutive_failures=2, rapid_refills=2)
     assert pressure_gate(state, POLICY, 7_999) == "below_threshold"
-    assert healthy(state) == EngineState()
+    after = healthy(state, POLICY)
+    assert (after.consecutive_failures, after.rapid_refills) == (0, 0)
+    assert after == EngineState(healthy_rounds=1)
 
 
 def test_r33_a_healthy_round_does_not_close_an_open_circuit() -> None:
     """Regression: right after a compaction pressure is low; that must not close the breaker."""
     state = EngineState(rapid_refills=3, circuit="rapid_refill")
-    after = healthy(state)
+    after = healthy(state, POLICY)
     assert after.circuit == "rapid_refill"
     assert pressure_gate(after, POLICY, 50_000) == "circuit_open"
 
@@ -73,7 +77,7 @@ def test_r32_three_ineffective_compactions_open_the_circuit() -> None:
     """R32: a compaction whose post is still >= threshold is ineffective; 3 in a row open it."""
     state = EngineState()
     for n in range(1, 4):
-        state = begin_round(state)
+        state = at_step(state, round_=state.round + 1, turn=0)
         assert not state.circuit_open
         state = after_pressure_compaction(state, POLICY, post_tokens=8_000, effective=True)
         assert state.consecutive_failures == n
@@ -144,5 +148,32 @@ def test_r14_micro_compaction_is_due_every_n_rounds(every: int, round_: int, due
 
 def test_r13_turns_reset_the_overflow_budget() -> None:
     """R13: the overflow retry budget is per turn."""
-    state = begin_turn(EngineState(turn=1, overflow_retries=2))
-    assert (state.turn, state.overflow_retries) == (2, 0)
+    state = at_step(EngineState(turn=1, overflow_retries=2), round_=5, turn=2)
+    assert (state.round, state.turn, state.overflow_retries) == (5, 2, 0)
+    same_turn = at_step(EngineState(turn=2, overflow_retries=1), round_=6, turn=2)
+    assert same_turn.overflow_retries == 1
+
+
+def test_r13_overflow_retries_are_spent_until_none_is_left() -> None:
+    """R13: each overflow compaction spends one retry; past `max_overflow_retries`, `None`."""
+    state: EngineState | None = EngineState()
+    for spent in (1, 2):
+        assert state is not None
+        state = take_overflow_retry(state, POLICY)
+        assert state is not None and state.overflow_retries == spent
+    assert state is not None
+    assert take_overflow_retry(state, POLICY) is None
+
+
+def test_r15_a_manual_request_is_state_until_the_forced_compaction() -> None:
+    """R15: the host's request is part of the state; the manual compaction clears it."""
+    state = request_manual(EngineState())
+    assert state.manual_requested
+    assert not after_forced(state, post_tokens=10, manual=True).manual_requested
+
+
+def test_summarizer_failure_is_remembered_in_the_state() -> None:
+    """A failed summarizer call is state that planning reads; a good call clears it."""
+    failed = after_summary_attempt(EngineState(), failed=True)
+    assert failed.summarizer_failed
+    assert not after_summary_attempt(failed, failed=False).summarizer_failed

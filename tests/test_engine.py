@@ -20,6 +20,7 @@ from steerable_compaction.compaction import (
     plan_compaction,
     summary_message,
 )
+from steerable_compaction.compaction.state import EngineState
 from steerable_compaction.engine import THRASHING_REASON, CompactionHooks
 from steerable_compaction.hooks import (
     CompactionOutcome,
@@ -123,13 +124,20 @@ class Session:
         )
 
 
-def session(summarizer: FakeSummarizer | None = None, rounds: int = 0, **knobs: object) -> Session:
+def session(
+    summarizer: FakeSummarizer | None = None,
+    rounds: int = 0,
+    *,
+    state: EngineState | None = None,
+    **knobs: object,
+) -> Session:
     record = MemoryRecord()
     start(record)
     add_rounds(record, 0, rounds)
     if summarizer is not None:
         summarizer.record = record
-    return Session(CompactionHooks(record, policy(**knobs), summarizer=summarizer))
+    hooks = CompactionHooks(record, policy(**knobs), summarizer=summarizer, state=state)
+    return Session(hooks)
 
 
 def kinds(record: Record, since: int = 0) -> list[str]:
@@ -352,9 +360,20 @@ async def test_r13_overflow_compacts_and_retries_then_fails_loudly() -> None:
 
 async def test_r13_overflow_path_works_with_the_circuit_open() -> None:
     """R13: the overflow path compacts even while the pressure path's circuit is open."""
-    s = session(FakeSummarizer(), rounds=6, keep_last_messages=2)
-    s.hooks._state = s.hooks.state.__class__(circuit="consecutive_failures")
-    assert isinstance(await s.overflow(), RetryAction)
+    s = session(
+        FakeSummarizer(),
+        rounds=14,
+        keep_last_messages=2,
+        state=EngineState(circuit="consecutive_failures"),
+    )
+    assert s.hooks.circuit_reason == "consecutive_failures"
+    assert s.hooks.pressure() >= s.hooks.policy.threshold_tokens
+    assert (await s.step()).gate == "circuit_open"  # the pressure path is off ...
+    assert kinds(s.record) == []
+    assert isinstance(await s.overflow(), RetryAction)  # ... the overflow path compacts
+    assert kinds(s.record)[-1] == "compaction_boundary"
+    assert s.hooks.last_outcome is not None and s.hooks.last_outcome.trigger == "overflow"
+    assert s.hooks.circuit_reason == "consecutive_failures"  # and leaves the circuit as it is
 
 
 async def test_r13_overflow_with_nothing_to_compact_fails_at_once() -> None:
@@ -376,8 +395,12 @@ async def test_other_request_errors_are_not_compaction_business() -> None:
 async def test_r15_manual_compaction_bypasses_threshold_and_resets_breakers() -> None:
     """R15: `request_compact` compacts at the next step even far below threshold."""
     summarizer = FakeSummarizer()
-    s = session(summarizer, rounds=4, keep_last_messages=2)
-    s.hooks._state = s.hooks.state.__class__(consecutive_failures=2, circuit="rapid_refill")
+    s = session(
+        summarizer,
+        rounds=4,
+        keep_last_messages=2,
+        state=EngineState(consecutive_failures=2, circuit="rapid_refill"),
+    )
     s.hooks.request_compact()
     assert s.hooks.compact_requested
     (outcome,) = (await s.step()).compactions
@@ -431,7 +454,10 @@ async def test_r38_recovery_reuses_a_paid_summary_instead_of_calling_again() -> 
     )
     record.append(CompactionSummary(compaction_id="k99", summary="paid for already"))
     summarizer = FakeSummarizer()
+    length = len(record)
     hooks = CompactionHooks(record, policy(), summarizer=summarizer)
+    assert len(record) == length  # construction writes nothing; recovery is a step of its own
+    assert hooks.recover() is hooks.recovered
     assert summarizer.requests == []
     assert hooks.recovered is not None
     assert hooks.recovered.action == "summarize"
@@ -479,7 +505,7 @@ async def test_a_summary_keeps_the_users_messages_and_recovery_rebuilds_them() -
         summarizer=FakeSummarizer(),
         meter=TokenMeter("claude-sonnet-4"),
     )
-    assert again.recovered is not None
+    assert again.recover() is not None
     assert crashed.messages() == record.messages()
 
 
@@ -577,7 +603,7 @@ async def test_recovery_without_a_summary_leaves_the_span_visible() -> None:
     )
     before = record.messages()
     hooks = CompactionHooks(record, policy(), summarizer=FakeSummarizer())
-    assert hooks.recovered is None
+    assert hooks.recover() is None
     assert record.messages() == before
 
 
@@ -593,7 +619,7 @@ async def test_r38_recovery_still_reuses_the_summary_after_appended_messages() -
     record.append_message(Message.user("later"))
     summarizer = FakeSummarizer()
     hooks = CompactionHooks(record, policy(), summarizer=summarizer)
-    assert hooks.recovered is not None
+    assert hooks.recover() is not None
     assert summarizer.requests == []
     assert record.messages()[2].text.startswith("<compacted-summary>\npaid")
     assert record.messages()[-1] == Message.user("later")
@@ -618,7 +644,7 @@ async def test_recovery_ignores_a_bracket_that_a_later_rewrite_made_stale() -> N
         )
     )
     hooks = CompactionHooks(record, policy())
-    assert hooks.recovered is None
+    assert hooks.recover() is None
     assert record.projection.open_brackets
 
 
@@ -642,3 +668,24 @@ async def test_pressure_reads_a_reply_recorded_since_the_last_step() -> None:
     hooks = CompactionHooks(record, policy())
     record.append(MessageAppended(message=Message.assistant("hi"), usage=Usage(prompt_tokens=777)))
     assert hooks.pressure() == 777 + hooks.meter.estimate(record.messages()[-1])
+
+
+async def test_the_first_hook_call_recovers_when_the_shell_did_not() -> None:
+    """R38: a shell that never calls `recover()` still gets the paid summary reused, once."""
+    record = MemoryRecord()
+    start(record)
+    add_rounds(record, 0, 14)
+    record.append(
+        CompactionStart(compaction_id="k7", span=(2, 20), pre_tokens=9_000, action="summarize")
+    )
+    record.append(CompactionSummary(compaction_id="k7", summary="paid for already"))
+    summarizer = FakeSummarizer()
+    s = Session(CompactionHooks(record, policy(), summarizer=summarizer))
+    assert record.projection.open_brackets
+    await s.step()
+    assert not record.projection.open_brackets
+    assert s.hooks.recovered is not None and s.hooks.recovered.compaction_id == "k7"
+    assert summarizer.requests == []
+    boundaries = [e for e in record.entries if isinstance(e.event, CompactionBoundary)]
+    await s.step()
+    assert [e for e in record.entries if isinstance(e.event, CompactionBoundary)] == boundaries

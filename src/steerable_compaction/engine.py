@@ -12,7 +12,7 @@ import asyncio
 import bisect
 import logging
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Literal, assert_never
 
 from .compaction import (
@@ -30,9 +30,12 @@ from .compaction.state import (
     EngineState,
     after_forced,
     after_pressure_compaction,
-    healthy,
+    after_summary_attempt,
+    at_step,
+    gate_round,
     micro_due,
-    pressure_gate,
+    request_manual,
+    take_overflow_retry,
 )
 from .errors import ContextOverflowError, OverflowRetriesExhaustedError
 from .hooks import (
@@ -50,7 +53,6 @@ from .record import (
     CompactionAction,
     CompactionBoundary,
     CompactionStart,
-    CompactionSummary,
     CompactionTrigger,
     MessageAppended,
     Record,
@@ -58,10 +60,12 @@ from .record import (
     SummarySource,
 )
 from .tokens import TokenMeter
+from .writer import CompactionWriter
 
 __all__ = [
     "THRASHING_REASON",
     "CompactionHooks",
+    "SummaryAttempt",
     "compaction_thrashing_reminder",
     "newest_usage",
 ]
@@ -107,14 +111,28 @@ def compaction_thrashing_reminder(refills: int, window: int) -> Reminder:
 # -- the engine shell ---------------------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SummaryAttempt:
+    """The summary to write and who wrote it, or `text=None` when none can be written.
+
+    `failure` says why the summarizer's own text is not used (`None` when it is).
+    """
+
+    text: str | None
+    source: SummarySource
+    failure: str | None = None
+
+
 class CompactionHooks:
     """The compaction engine as hooks: pressure, overflow, micro and manual paths (R12-R15).
 
     `summarizer` answers `SummaryRequest`s (usually the turn model through a provider); without
     one, or with `policy.summarizer_enabled` false, the deterministic excerpt summary is used.
     `replay_images=True` says the summarizer is the turn model itself, which saw the images
-    already (R28). Opening on a record whose last bracket is unclosed but already has its
-    summary closes it with that summary, without calling the summarizer again (R38).
+    already (R28). `state` starts the engine from a given `EngineState` (default: a fresh one).
+
+    Construction does no I/O. `recover()` closes brackets an interrupted run left open (R38); the
+    shells call it when they open a record, and the first hook call runs it if nobody did.
     """
 
     def __init__(
@@ -127,6 +145,7 @@ class CompactionHooks:
         model: str | None = None,
         replay_images: bool = False,
         summarizer_timeout: float | None = 300.0,
+        state: EngineState | None = None,
     ) -> None:
         self.record = record
         self.policy = policy
@@ -134,21 +153,26 @@ class CompactionHooks:
         self._summarizer = summarizer
         self._replay_images = replay_images
         self._timeout = summarizer_timeout
-        self._state = EngineState()
-        self._manual = False
+        self._state = state if state is not None else EngineState()
+        self._writer = CompactionWriter(
+            record, self.meter, threshold_tokens=policy.threshold_tokens
+        )
+        # Read cursors over the append-only record (caches, not decisions): each look reads
+        # only the entries appended since the previous one.
         self._assistant_seqs: list[int] = []
         self._scanned = 0
-        self.last_outcome: CompactionOutcome | None = None
-        self._summarizer_failed = False  # the last summarizer call failed: fold first meanwhile
         self._usage_scanned = 0
-        self.recovered: CompactionOutcome | None = self._recover()
-        self._observe_new()
+        self._recovery_done = False
+        self.last_outcome: CompactionOutcome | None = None
+        """The newest compaction's outcome (written or not), for hosts and tests."""
+        self.recovered: CompactionOutcome | None = None
+        """What `recover()` closed, if anything."""
 
     # -- state ------------------------------------------------------------------------------
 
     @property
     def state(self) -> EngineState:
-        """The engine's counters, last compaction and circuit, as one value."""
+        """Everything the engine decides from, as one value."""
         return self._state
 
     @property
@@ -159,7 +183,7 @@ class CompactionHooks:
     @property
     def compact_requested(self) -> bool:
         """Whether a manual compaction waits for the next `pre_step`."""
-        return self._manual
+        return self._state.manual_requested
 
     def pressure(self) -> int:
         """The current pressure: observed prompt tokens plus the estimate of what came since."""
@@ -168,7 +192,7 @@ class CompactionHooks:
 
     def request_compact(self) -> None:
         """Compact at the next `pre_step`, bypassing threshold, hysteresis and circuit (R15)."""
-        self._manual = True
+        self._state = request_manual(self._state)
 
     def observe(self, prompt_tokens: int, message_count: int) -> None:
         """Anchor the meter: the request of the first `message_count` messages cost this (R7)."""
@@ -176,19 +200,13 @@ class CompactionHooks:
 
     # -- hooks ------------------------------------------------------------------------------
 
-    def _sync(self, round_: int, turn: int) -> None:
-        state = self._state
-        if turn != state.turn:
-            state = replace(state, turn=turn, overflow_retries=0)
-        self._state = replace(state, round=round_)
-
     async def pre_step(self, ctx: StepContext, /) -> PreStepAction:
         """Compact when a path calls for it, then let the request go ahead."""
-        self._sync(ctx.round, ctx.turn)
+        self.recover()
+        self._state = at_step(self._state, round_=ctx.round, turn=ctx.turn)
         self._observe_new()
         done: list[CompactionOutcome] = []
-        if self._manual or ctx.compact_requested:
-            self._manual = False
+        if self._state.manual_requested or ctx.compact_requested:
             outcome = await self._compact("manual", "aggressive")
             self._state = after_forced(
                 self._state,
@@ -204,10 +222,8 @@ class CompactionHooks:
                 return PreStepAction(compactions=(outcome,))
             done.append(outcome)
         pressure = self.pressure()
-        gate = pressure_gate(self._state, self.policy, pressure)
-        if gate == "below_threshold":
-            self._state = healthy(self._state)
-        elif gate == "compact":
+        self._state, gate = gate_round(self._state, self.policy, pressure)
+        if gate == "compact":
             outcome = await self._compact("pressure", "normal", pressure)
             done.append(outcome)
             was_open = self._state.circuit
@@ -233,11 +249,13 @@ class CompactionHooks:
         """
         if not isinstance(ctx.error, ContextOverflowError):
             return None
-        self._sync(ctx.round, ctx.turn)
-        used = self._state.overflow_retries
-        if used >= self.policy.max_overflow_retries:
+        self.recover()
+        self._state = at_step(self._state, round_=ctx.round, turn=ctx.turn)
+        spent = take_overflow_retry(self._state, self.policy)
+        if spent is None:
+            used = self._state.overflow_retries
             raise OverflowRetriesExhaustedError(used, str(ctx.error)) from ctx.error
-        self._state = replace(self._state, overflow_retries=used + 1)
+        self._state = spent
         outcome = await self._compact("overflow", "aggressive")
         self._state = after_forced(
             self._state,
@@ -246,7 +264,8 @@ class CompactionHooks:
         )
         if not outcome.written:
             raise OverflowRetriesExhaustedError(
-                used + 1, f"{ctx.error} (and nothing is left to compact: {outcome.reason})"
+                spent.overflow_retries,
+                f"{ctx.error} (and nothing is left to compact: {outcome.reason})",
             ) from ctx.error
         return RetryAction(reason="compacted after a context overflow")
 
@@ -287,7 +306,7 @@ class CompactionHooks:
             replay_images=self._replay_images,
             # After a failed summarizer call, a fold that frees enough comes first again; the
             # summarizer is asked next when only a summary will do.
-            summarizer=self._summarizer_on() and not self._summarizer_failed,
+            summarizer=self._summarizer_on() and not self._state.summarizer_failed,
         )
         match plan:
             case NothingToDo():
@@ -300,7 +319,7 @@ class CompactionHooks:
                     reason=plan.reason,
                 )
             case FoldRewrite():
-                outcome = self._fold(plan.prune, plan.action, trigger, pre, messages)
+                outcome = self._fold(plan.prune, plan.action, trigger, pre)
             case SummaryNeeded():
                 outcome = await self._summarize(plan, messages, trigger)
             case _:
@@ -326,7 +345,6 @@ class CompactionHooks:
         action: Literal["compact", "micro_compact"],
         trigger: CompactionTrigger,
         pre: int,
-        messages: list[Message],
         *,
         why: str = "",
         called: bool = False,
@@ -336,62 +354,44 @@ class CompactionHooks:
         `why` prefixes the reason when the fold stands in for a summary that failed; `called`
         says the summarizer was asked first.
         """
-        post = self.meter.preview_rewrite(messages, pruned.messages)
-        self.record.append(
-            CompactionBoundary(
-                action=action,
-                trigger=trigger,
-                pre_tokens=pre,
-                post_tokens=post,
-                replacement_count=len(pruned.edits),
-                edits=pruned.edits,
-            )
-        )
-        self.meter.rewrite(messages, pruned.messages)
-        return CompactionOutcome(
-            trigger=trigger,
-            written=True,
-            effective=post < self.policy.threshold_tokens,
-            pre_tokens=pre,
-            post_tokens=post,
+        return self._writer.fold(
+            pruned.edits,
             action=action,
-            summarizer_called=called,
+            trigger=trigger,
+            pre_tokens=pre,
             reason=f"{why}folded {pruned.folded} results, offloaded {pruned.offloaded} images",
+            summarizer_called=called,
         )
 
     async def _summarize(
         self, plan: SummaryNeeded, messages: list[Message], trigger: CompactionTrigger
     ) -> CompactionOutcome:
-        start, end = plan.request.span
-        cid = f"k{len(self.record)}"
         planned: CompactionAction = "summarize" if self._summarizer_on() else "excerpt"
-        self.record.append(
-            CompactionStart(
-                compaction_id=cid,
-                span=(start, end),
-                pre_tokens=plan.pre_tokens,
-                action=planned,
-                trigger=trigger,
-                kept=plan.kept,
-            )
+        called = planned == "summarize"
+        cid = self._writer.open(
+            span=plan.request.span,
+            pre_tokens=plan.pre_tokens,
+            action=planned,
+            trigger=trigger,
+            kept=plan.kept,
         )
-        summary, source, failure = await self._write_summary(plan, messages)
-        if planned == "summarize":
-            self._summarizer_failed = bool(failure)
-        if summary is None and plan.fold.changed:
-            # The fold alone would have done (better than an excerpt), or no summary could be
-            # written at all (lossy beats stuck). The bracket stays open, so the projection
-            # ignores it (R37) and recovery finds no summary to reuse.
-            return self._fold(
-                plan.fold,
-                "compact",
-                trigger,
-                plan.pre_tokens,
-                messages,
-                why=f"{failure}; ",
-                called=planned == "summarize",
-            )
-        if summary is None:
+        attempt = await self._write_summary(plan, messages)
+        if called:
+            self._state = after_summary_attempt(self._state, failed=attempt.failure is not None)
+        if attempt.text is None:
+            failure = attempt.failure or "no summary could be written"
+            if plan.fold.changed:
+                # The fold alone would have done (better than an excerpt), or no summary could
+                # be written at all (lossy beats stuck). The bracket stays open, so the
+                # projection ignores it (R37) and recovery finds no summary to reuse.
+                return self._fold(
+                    plan.fold,
+                    "compact",
+                    trigger,
+                    plan.pre_tokens,
+                    why=f"{failure}; ",
+                    called=called,
+                )
             # The bracket stays open: its span stays visible and nothing is lost (R37).
             return CompactionOutcome(
                 trigger=trigger,
@@ -400,77 +400,58 @@ class CompactionHooks:
                 pre_tokens=plan.pre_tokens,
                 post_tokens=plan.pre_tokens,
                 compaction_id=cid,
-                summarizer_called=planned == "summarize",
+                summarizer_called=called,
                 reason=failure,
             )
-        self.record.append(CompactionSummary(compaction_id=cid, summary=summary, source=source))
-        return self._close(
+        self._writer.summary(cid, attempt.text, attempt.source)
+        outcome = self._close(
             cid,
-            plan.pre_tokens,
-            (start, end),
-            summary,
-            source,
-            trigger,
-            messages,
-            plan.kept,
-            called=planned == "summarize",
-            failure=failure,
+            span=plan.request.span,
+            pre_tokens=plan.pre_tokens,
+            summary=attempt.text,
+            source=attempt.source,
+            trigger=trigger,
+            kept=plan.kept,
+            called=called,
         )
+        if attempt.failure is None:
+            return outcome
+        # A summarizer that failed counts as ineffective even when the excerpt saved the day.
+        return replace(outcome, effective=False, reason=attempt.failure)
 
     def _close(
         self,
         cid: str,
-        pre: int,
+        *,
         span: tuple[int, int],
+        pre_tokens: int,
         summary: str,
         source: SummarySource,
         trigger: CompactionTrigger,
-        messages: list[Message],
         kept: Sequence[int],
-        *,
         called: bool,
-        failure: str,
     ) -> CompactionOutcome:
-        start, end = span
+        """Close bracket `cid`: the kept user messages, then the summary, replace `span`."""
+        begin, end = span
+        messages = self.record.projection.messages
         replacement = (
             *(messages[i] for i in kept),
-            summary_message(summary, end - start, len(kept)),
+            summary_message(summary, end - begin, len(kept)),
         )
-        after = [*messages[:start], *replacement, *messages[end:]]
-        post = self.meter.preview_rewrite(messages, after)
         action: CompactionAction = "summarize" if source == "summarizer" else "excerpt"
-        self.record.append(
-            CompactionBoundary(
-                action=action,
-                trigger=trigger,
-                pre_tokens=pre,
-                post_tokens=post,
-                replacement_count=end - start,
-                compaction_id=cid,
-                span=span,
-                replacement=replacement,
-            )
-        )
-        self.meter.rewrite(messages, after)
-        # A summarizer that failed counts as ineffective even when the excerpt saved the day.
-        effective = post < self.policy.threshold_tokens and not failure
-        return CompactionOutcome(
-            trigger=trigger,
-            written=True,
-            effective=effective,
-            pre_tokens=pre,
-            post_tokens=post,
+        return self._writer.close(
+            cid,
+            span=span,
+            replacement=replacement,
             action=action,
-            compaction_id=cid,
+            trigger=trigger,
+            pre_tokens=pre_tokens,
             summarizer_called=called,
-            reason=failure or f"replaced {end - start} messages",
         )
 
-    async def _write_summary(
-        self, plan: SummaryNeeded, messages: list[Message]
-    ) -> tuple[str | None, SummarySource, str]:
-        """The summary text and who wrote it, or `None` and why not."""
-        failure = ""
+    async def _write_summary(self, plan: SummaryNeeded, messages: list[Message]) -> SummaryAttempt:
+        """The summary text and who wrote it, or `text=None` and why not."""
+        failure: str | None = None
         room = plan.middle_tokens - plan.kept_tokens  # what the summary message must undercut
         kept = len(plan.kept)
         if self._summarizer_on():
@@ -486,26 +467,32 @@ class CompactionHooks:
                 elif self.meter.estimate(summary_message(text, plan.replaced, kept)) >= room:
                     failure = "summarizer's summary does not shrink the span"
                 else:
-                    return text, "summarizer", ""
+                    return SummaryAttempt(text=text, source="summarizer")
             if plan.fold_enough:
                 logger.warning("%s; folding instead (the fold alone frees enough)", failure)
-                return None, "excerpt", failure
+                return SummaryAttempt(text=None, source="excerpt", failure=failure)
             logger.warning("%s; falling back to the excerpt summary", failure)
         middle_chars = sum(len(m.text) for m in plan.request.replay[plan.request.span[0] :])
         budget = max(400, min(12_000, middle_chars // 4))
         excerpt = excerpt_summary(messages, plan.request.span, max_chars=budget)
         if self.meter.estimate(summary_message(excerpt, plan.replaced, kept)) < room:
-            return excerpt, "excerpt", failure
-        return (
-            None,
-            "excerpt",
-            (failure + "; " if failure else "") + ("the excerpt summary would not shrink the span"),
+            return SummaryAttempt(text=excerpt, source="excerpt", failure=failure)
+        why = "the excerpt summary would not shrink the span"
+        return SummaryAttempt(
+            text=None, source="excerpt", failure=f"{failure}; {why}" if failure else why
         )
 
     # -- recovery ---------------------------------------------------------------------------
 
-    def _recover(self) -> CompactionOutcome | None:
-        """Close the last bracket if a crash left it with its summary already paid for (R38)."""
+    def recover(self) -> CompactionOutcome | None:
+        """Close the last bracket if a crash left it with its summary already paid for (R38).
+
+        Runs once per engine (later calls return the first result); a read-only record is never
+        written. Returns the outcome of the bracket it closed, if any.
+        """
+        if self._recovery_done:
+            return self.recovered
+        self._recovery_done = True
         brackets = self.record.projection.open_brackets
         if not brackets or self.record.readonly:
             return None
@@ -518,24 +505,22 @@ class CompactionHooks:
         if any(isinstance(e.event, CompactionBoundary | CompactionStart) for e in tail):
             return None
         start = bracket.start
-        messages = list(self.record.projection.messages)
         outcome = self._close(
             start.compaction_id,
-            start.pre_tokens,
-            start.span,
-            bracket.summary.summary,
-            bracket.summary.source,
-            start.trigger,
-            messages,
-            start.kept,
+            span=start.span,
+            pre_tokens=start.pre_tokens,
+            summary=bracket.summary.summary,
+            source=bracket.summary.source,
+            trigger=start.trigger,
+            kept=start.kept,
             called=False,
-            failure="",
         )
         logger.warning(
             "closed bracket %s left open by an interrupted run, reusing its recorded summary",
             start.compaction_id,
         )
         self.last_outcome = outcome
+        self.recovered = outcome
         return outcome
 
     def _observe_new(self) -> None:

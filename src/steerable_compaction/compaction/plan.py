@@ -78,7 +78,7 @@ class PlanSettings(Protocol):
         """Newest images never offloaded."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class FoldRewrite:
     """Rewrite with `prune.edits` only: a boundary without a bracket."""
 
@@ -90,7 +90,7 @@ class FoldRewrite:
     horizonless: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SummaryNeeded:
     """Summarize `request.span`; `fold` is what folding alone would have done (not applied).
 
@@ -116,7 +116,7 @@ class SummaryNeeded:
         return end - start
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class NothingToDo:
     """Planning found nothing it may change; `reason` says why."""
 
@@ -174,15 +174,27 @@ def plan_compaction(
     post_fold = pressure - folded.saved_tokens
     if mode == "fold_only":
         if folded.changed:
-            return FoldRewrite("micro_compact", folded, regions, pressure, post_fold)
-        return NothingToDo("no old tool result or image to fold", regions)
+            return FoldRewrite(
+                action="micro_compact",
+                prune=folded,
+                regions=regions,
+                pre_tokens=pressure,
+                post_tokens=post_fold,
+            )
+        return NothingToDo(reason="no old tool result or image to fold", regions=regions)
     if not regions.middle_empty:
         # A fold that lands just under the threshold is refilled within a round or two and
         # trips the rapid-refill breaker: it must leave the hysteresis margin free (R17, R31).
         enough = post_fold < policy.threshold_tokens - policy.recompact_margin_tokens
         fold_enough = folded.changed and enough and mode == "normal"
         if fold_enough and (policy.fold_first or not summarizer):
-            return FoldRewrite("compact", folded, regions, pressure, post_fold)
+            return FoldRewrite(
+                action="compact",
+                prune=folded,
+                regions=regions,
+                pre_tokens=pressure,
+                post_tokens=post_fold,
+            )
         request = build_summary_request(
             messages, regions.middle, replay_images=replay_images, rounds=rounds
         )
@@ -191,11 +203,11 @@ def plan_compaction(
         middle_tokens = sum(prices)
         kept_tokens = sum(prices[i - regions.head_end] for i in kept)
         return SummaryNeeded(
-            request,
-            regions,
-            folded,
-            pressure,
-            middle_tokens,
+            request=request,
+            regions=regions,
+            fold=folded,
+            pre_tokens=pressure,
+            middle_tokens=middle_tokens,
             kept=kept,
             kept_tokens=kept_tokens,
             fold_enough=fold_enough,
@@ -204,9 +216,16 @@ def plan_compaction(
     fallback = run_prune(regions.head_end, len(messages), _newest_turn(messages))
     if fallback.changed:
         return FoldRewrite(
-            "compact", fallback, regions, pressure, pressure - fallback.saved_tokens, True
+            action="compact",
+            prune=fallback,
+            regions=regions,
+            pre_tokens=pressure,
+            post_tokens=pressure - fallback.saved_tokens,
+            horizonless=True,
         )
-    return NothingToDo("the middle is empty and nothing in the tail can be folded", regions)
+    return NothingToDo(
+        reason="the middle is empty and nothing in the tail can be folded", regions=regions
+    )
 
 
 def _newest_turn(messages: Sequence[Message]) -> frozenset[int]:

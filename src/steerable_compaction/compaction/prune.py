@@ -71,7 +71,7 @@ def fold_marker(
     return ToolResult(call_id=result.call_id, content=(marker, *images), is_error=result.is_error)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PruneResult:
     """What the prune stage changed: the edits, the transcript after them, and the savings."""
 

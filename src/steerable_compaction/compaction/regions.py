@@ -39,7 +39,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Regions:
     """Index bounds of head, middle and tail: `head = [0, head_end)`, `tail = [tail_start, n)`."""
 
@@ -156,7 +156,7 @@ def _with_tail(
     return Regions(head_end=head_end, tail_start=tail_start, length=n)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PairIssues:
     """Indices of orphan tool results and of assistant messages with unanswered calls."""
 
@@ -187,7 +187,7 @@ def pair_issues(messages: Sequence[Message]) -> PairIssues:
         for call_id, i in sorted(issued.items(), key=lambda kv: kv[1])
         if call_id not in answered
     )
-    return PairIssues(tuple(orphans), unanswered)
+    return PairIssues(orphan_results=tuple(orphans), unanswered_calls=unanswered)
 
 
 def repair_tool_pairs(messages: Sequence[Message]) -> list[Message]:

@@ -16,8 +16,12 @@ pre_step (round N)
 on_request_error(context overflow) ─► retries this turn ≤ max? ─ no ─► loud failure    (R13)
                                        └─ yes ─► compact (aggressive), retry; circuit ignored
 ```
-A refill is measured from the last *successful* compaction. The circuit, once open, stays open
-until a manual compaction closes it.
+A refill is measured from the last *successful* compaction.
+
+The circuit, once open, stays open until a manual compaction closes it.
+
+Everything the engine decides from lives in `EngineState`, including a pending manual request and
+whether the last summarizer call failed (planning then tries a fold first).
 """
 
 from __future__ import annotations
@@ -32,11 +36,14 @@ __all__ = [
     "Gate",
     "after_forced",
     "after_pressure_compaction",
-    "begin_round",
-    "begin_turn",
+    "after_summary_attempt",
+    "at_step",
+    "gate_round",
     "healthy",
     "micro_due",
     "pressure_gate",
+    "request_manual",
+    "take_overflow_retry",
 ]
 
 CircuitReason: TypeAlias = Literal["consecutive_failures", "rapid_refill"]
@@ -70,20 +77,32 @@ class BreakerSettings(Protocol):
     def micro_compact_interval_rounds(self) -> int:
         """Fold every N rounds regardless of pressure (0 = off)."""
 
+    @property
+    def max_overflow_retries(self) -> int:
+        """Overflow compactions allowed per user turn (R13)."""
 
-@dataclass(frozen=True, slots=True)
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class EngineState:
-    """Everything the engine remembers between steps: counters, last compaction, circuit."""
+    """Everything the engine decides from between steps: counters, last compaction, circuit.
+
+    `manual_requested` is a compaction the host asked for (R15), run at the next `pre_step`;
+    `summarizer_failed` says the last summarizer call failed, so planning puts a fold first until
+    only a summary will do; `healthy_rounds` counts rounds in a row below the threshold.
+    """
 
     round: int = 0
     turn: int = 0
     consecutive_failures: int = 0
     rapid_refills: int = 0
+    healthy_rounds: int = 0
     last_compaction_round: int | None = None
     last_success_round: int | None = None
     last_post_tokens: int | None = None
     overflow_retries: int = 0
     circuit: CircuitReason | None = None
+    manual_requested: bool = False
+    summarizer_failed: bool = False
 
     @property
     def circuit_open(self) -> bool:
@@ -91,14 +110,16 @@ class EngineState:
         return self.circuit is not None
 
 
-def begin_round(state: EngineState) -> EngineState:
-    """A model request is about to be made."""
-    return replace(state, round=state.round + 1)
+def at_step(state: EngineState, *, round_: int, turn: int) -> EngineState:
+    """The loop's round and turn numbers for this call; a new turn refills the R13 budget."""
+    if turn != state.turn:
+        state = replace(state, turn=turn, overflow_retries=0)
+    return replace(state, round=round_)
 
 
-def begin_turn(state: EngineState) -> EngineState:
-    """A new user turn starts: the overflow retry budget is per turn (R13)."""
-    return replace(state, turn=state.turn + 1, overflow_retries=0)
+def request_manual(state: EngineState) -> EngineState:
+    """The host asked for a compaction at the next `pre_step` (R15)."""
+    return replace(state, manual_requested=True)
 
 
 def micro_due(state: EngineState, settings: BreakerSettings) -> bool:
@@ -121,14 +142,26 @@ def pressure_gate(state: EngineState, settings: BreakerSettings, pressure: int) 
     return "compact"
 
 
-def healthy(state: EngineState) -> EngineState:
+def gate_round(
+    state: EngineState, settings: BreakerSettings, pressure: int
+) -> tuple[EngineState, Gate]:
+    """The pressure gate for this round and the state after it (healthy rounds counted)."""
+    gate = pressure_gate(state, settings, pressure)
+    if gate == "below_threshold":
+        return healthy(state, settings), gate
+    return replace(state, healthy_rounds=0), gate
+
+
+def healthy(state: EngineState, settings: BreakerSettings) -> EngineState:
     """Below threshold: both breaker counters reset (R16).
 
     The circuit stays as it is: right after a compaction pressure is below threshold by design,
     so closing here would undo the rapid-refill breaker one round after it opened. Only a
     manual compaction closes it (R15); the overflow path works while it is open (R13).
     """
-    return replace(state, consecutive_failures=0, rapid_refills=0)
+    return replace(
+        state, consecutive_failures=0, rapid_refills=0, healthy_rounds=state.healthy_rounds + 1
+    )
 
 
 def after_pressure_compaction(
@@ -172,5 +205,19 @@ def after_forced(state: EngineState, *, post_tokens: int | None, manual: bool) -
         else replace(state, last_compaction_round=state.round, last_post_tokens=post_tokens)
     )
     if manual:
-        return replace(base, consecutive_failures=0, rapid_refills=0, circuit=None)
+        return replace(
+            base, consecutive_failures=0, rapid_refills=0, circuit=None, manual_requested=False
+        )
     return base
+
+
+def take_overflow_retry(state: EngineState, settings: BreakerSettings) -> EngineState | None:
+    """Spend one of this turn's overflow retries (R13); `None` when none is left."""
+    if state.overflow_retries >= settings.max_overflow_retries:
+        return None
+    return replace(state, overflow_retries=state.overflow_retries + 1)
+
+
+def after_summary_attempt(state: EngineState, *, failed: bool) -> EngineState:
+    """Remember whether the summarizer's last call failed (planning folds first meanwhile)."""
+    return replace(state, summarizer_failed=failed)

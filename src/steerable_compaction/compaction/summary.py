@@ -49,7 +49,7 @@ SUMMARY_INSTRUCTION = (
 )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SummaryRequest:
     """The exact summarizer call: `messages` to send and the cache hint for adapters."""
 

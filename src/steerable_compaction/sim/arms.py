@@ -40,14 +40,12 @@ from ..policy import CompactionPolicy
 from ..providers.base import CompletionRequest, Provider
 from ..record import (
     CompactionAction,
-    CompactionBoundary,
-    CompactionStart,
-    CompactionSummary,
     CompactionTrigger,
     Edit,
     Record,
 )
 from ..tokens import TokenMeter
+from ..writer import CompactionWriter
 from .summarizer import NAIVE_HEAD, TRANSCRIPT_CLOSE, TRANSCRIPT_OPEN, flatten
 
 __all__ = [
@@ -129,6 +127,12 @@ class ArmHooks:
         self.tool_specs = tuple(tool.spec for tool in ctx.tools)
         self.summary_max_tokens = ctx.summary_max_tokens
         self.meter = TokenMeter(ctx.model)
+        self.writer = CompactionWriter(
+            ctx.record,
+            self.meter,
+            threshold_tokens=ctx.policy.threshold_tokens,
+            id_prefix=f"{type(self).__name__.lower()}-",
+        )
         self._scanned = 0
         self._turn = -1
         self._retries = 0
@@ -199,30 +203,7 @@ class ArmHooks:
         action: CompactionAction = "compact",
     ) -> CompactionOutcome:
         """Record a fold-like rewrite (a boundary with `edits`, no bracket)."""
-        before = list(self.record.projection.messages)
-        after = list(before)
-        for edit in edits:
-            after[edit.index] = edit.message
-        post = self.meter.preview_rewrite(before, after)  # in billed units, as the engine
-        self.record.append(
-            CompactionBoundary(
-                action=action,
-                trigger=trigger,
-                pre_tokens=pressure,
-                post_tokens=post,
-                replacement_count=len(edits),
-                edits=tuple(edits),
-            )
-        )
-        self.meter.rewrite(before, self.record.projection.messages)
-        return CompactionOutcome(
-            trigger=trigger,
-            written=True,
-            effective=post < self.policy.threshold_tokens,
-            pre_tokens=pressure,
-            post_tokens=post,
-            action=action,
-        )
+        return self.writer.fold(edits, action=action, trigger=trigger, pre_tokens=pressure)
 
     async def ask(self, request: CompletionRequest) -> str:
         """Send a summary request to the provider; the reply's text is the summary."""
@@ -244,44 +225,17 @@ class ArmHooks:
 
         Pass `summary` when it was already asked for (`called=True`) or made without the model.
         """
-        start, end = span
-        before = list(self.record.projection.messages)
-        cid = f"{type(self).__name__.lower()}-{len(self.record)}"
-        self.record.append(
-            CompactionStart(
-                compaction_id=cid,
-                span=span,
-                pre_tokens=pressure,
-                action="summarize",
-                trigger=trigger,
-            )
-        )
+        cid = self.writer.open(span=span, pre_tokens=pressure, action="summarize", trigger=trigger)
         called = summary is None if called is None else called
         text = await self.ask(request) if summary is None else summary
-        self.record.append(CompactionSummary(compaction_id=cid, summary=text))
-        new = tuple(replacement(text))
-        post = self.meter.preview_rewrite(before, [*before[:start], *new, *before[end:]])
-        self.record.append(
-            CompactionBoundary(
-                action="summarize",
-                trigger=trigger,
-                pre_tokens=pressure,
-                post_tokens=post,
-                replacement_count=end - start,
-                compaction_id=cid,
-                span=span,
-                replacement=new,
-            )
-        )
-        self.meter.rewrite(before, self.record.projection.messages)
-        return CompactionOutcome(
-            trigger=trigger,
-            written=True,
-            effective=post < self.policy.threshold_tokens,
-            pre_tokens=pressure,
-            post_tokens=post,
+        self.writer.summary(cid, text)
+        return self.writer.close(
+            cid,
+            span=span,
+            replacement=replacement(text),
             action="summarize",
-            compaction_id=cid,
+            trigger=trigger,
+            pre_tokens=pressure,
             summarizer_called=called,
         )
 

@@ -1,0 +1,153 @@
+"""`CompactionWriter`: the one place that writes compaction records.
+
+A fold-like rewrite is one boundary with edits and no bracket; a summary is a bracket:
+`compaction_start` (written before anyone is asked for the summary, R38), `compaction_summary`,
+then the boundary that closes it and splices the replacement in (R36). Each write keeps the
+meter continuous (R9, R10): the rewrite is priced in billed units before it is appended, and the
+meter is moved onto the new projection after. The engine and every simulator arm write through
+this class, so the record reads the same whoever compacted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .hooks import CompactionOutcome
+from .messages import Message
+from .record import (
+    CompactionAction,
+    CompactionBoundary,
+    CompactionStart,
+    CompactionSummary,
+    CompactionTrigger,
+    Edit,
+    Record,
+    SummarySource,
+)
+from .tokens import TokenMeter
+
+__all__ = ["CompactionWriter"]
+
+
+class CompactionWriter:
+    """Writes folds and summary brackets to `record`, keeping `meter` on the projection.
+
+    `threshold_tokens` decides `effective` in the outcomes (post estimate under it);
+    `id_prefix` starts every compaction id (ids are `<prefix><record length>`).
+    """
+
+    def __init__(
+        self, record: Record, meter: TokenMeter, *, threshold_tokens: int, id_prefix: str = "k"
+    ) -> None:
+        self.record = record
+        self.meter = meter
+        self.threshold_tokens = threshold_tokens
+        self.id_prefix = id_prefix
+
+    def fold(
+        self,
+        edits: Sequence[Edit],
+        *,
+        action: CompactionAction,
+        trigger: CompactionTrigger,
+        pre_tokens: int,
+        reason: str = "",
+        summarizer_called: bool = False,
+    ) -> CompactionOutcome:
+        """Write a fold-like rewrite: a boundary with `edits`, no bracket (R36)."""
+        before = list(self.record.projection.messages)
+        after = list(before)
+        for edit in edits:
+            after[edit.index] = edit.message
+        post = self.meter.preview_rewrite(before, after)
+        self.record.append(
+            CompactionBoundary(
+                action=action,
+                trigger=trigger,
+                pre_tokens=pre_tokens,
+                post_tokens=post,
+                replacement_count=len(edits),
+                edits=tuple(edits),
+            )
+        )
+        self.meter.rewrite(before, after)
+        return CompactionOutcome(
+            trigger=trigger,
+            written=True,
+            effective=post < self.threshold_tokens,
+            pre_tokens=pre_tokens,
+            post_tokens=post,
+            action=action,
+            summarizer_called=summarizer_called,
+            reason=reason,
+        )
+
+    def open(
+        self,
+        *,
+        span: tuple[int, int],
+        pre_tokens: int,
+        action: CompactionAction,
+        trigger: CompactionTrigger,
+        kept: Sequence[int] = (),
+    ) -> str:
+        """Write `compaction_start` for `span` and return the new bracket's id."""
+        cid = f"{self.id_prefix}{len(self.record)}"
+        self.record.append(
+            CompactionStart(
+                compaction_id=cid,
+                span=span,
+                pre_tokens=pre_tokens,
+                action=action,
+                trigger=trigger,
+                kept=tuple(kept),
+            )
+        )
+        return cid
+
+    def summary(self, cid: str, text: str, source: SummarySource = "summarizer") -> None:
+        """Write the paid-for summary of bracket `cid` (what recovery reuses, R38)."""
+        self.record.append(CompactionSummary(compaction_id=cid, summary=text, source=source))
+
+    def close(
+        self,
+        cid: str,
+        *,
+        span: tuple[int, int],
+        replacement: Sequence[Message],
+        action: CompactionAction,
+        trigger: CompactionTrigger,
+        pre_tokens: int,
+        reason: str = "",
+        summarizer_called: bool = False,
+    ) -> CompactionOutcome:
+        """Write the boundary closing `cid`: `replacement` takes the place of `span`."""
+        start, end = span
+        before = list(self.record.projection.messages)
+        new = tuple(replacement)
+        after = [*before[:start], *new, *before[end:]]
+        post = self.meter.preview_rewrite(before, after)
+        self.record.append(
+            CompactionBoundary(
+                action=action,
+                trigger=trigger,
+                pre_tokens=pre_tokens,
+                post_tokens=post,
+                replacement_count=end - start,
+                compaction_id=cid,
+                span=span,
+                replacement=new,
+            )
+        )
+        self.meter.rewrite(before, after)
+        return CompactionOutcome(
+            trigger=trigger,
+            written=True,
+            effective=post < self.threshold_tokens,
+            pre_tokens=pre_tokens,
+            post_tokens=post,
+            action=action,
+            compaction_id=cid,
+            summarizer_called=summarizer_called,
+            reason=reason or f"replaced {end - start} messages",
+        )
