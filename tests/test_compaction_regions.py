@@ -7,10 +7,12 @@ from hypothesis import strategies as st
 from steerable_compaction import Message, ToolCall
 from steerable_compaction.compaction import (
     pair_issues,
+    pinned_indices,
     repair_tool_pairs,
     select_regions,
     summary_message,
 )
+from steerable_compaction.compaction.regions import goal_index
 
 from .compaction_helpers import est, session, tool_round, total
 from .strategies import agent_transcripts, message_lists
@@ -25,15 +27,23 @@ def test_r21_head_is_system_messages_and_the_first_user_message() -> None:
     assert regions.middle == (3, len(messages) - 2)
 
 
-def test_r21_goal_found_after_restored_tool_results() -> None:
-    """R21: when a restored log starts with tool results, the goal is still found behind them."""
+def test_r21_tool_rounds_before_the_goal_are_compactable_and_the_goal_is_pinned() -> None:
+    """R21: a restored log's rounds before the goal are middle; the goal is found and pinned.
+
+    The head is the system messages alone, so those rounds can be summarized; the goal, behind
+    them, is kept verbatim by every replacement (`pinned_indices`).
+    """
     messages = [
         Message.system("s"),
         Message.tool("gone_1", "orphan output"),
         Message.user("the real goal"),
         *session(4)[2:],
     ]
-    assert select_regions(messages, 2).head_end == 3
+    regions = select_regions(messages, 2)
+    assert regions.head_end == 1
+    assert regions.span == (1, regions.tail_start)
+    assert 2 in pinned_indices(messages)
+    assert goal_index(messages) == 2
 
 
 def test_r21_without_a_user_message_the_head_is_the_leading_system_messages() -> None:

@@ -231,11 +231,14 @@ async def test_r15_the_default_demo_runs_every_path_and_writes_record_and_chart(
     assert "summarize (pressure)" in text and "compact (pressure)" not in text
     assert "summarize (manual)" in text
     assert "(host asked for a manual compaction: agent.chat.compact)" in text
-    shares = [
-        int(line.split("summarizer cache read ")[1].split("%")[0])
+    reads = [
+        line.split("summarizer cache read ")[1].split("% of ")
         for line in text.splitlines()
         if "summarizer cache read" in line
     ]
+    # A prompt under the provider's 1,024-token minimum cannot be cached (a merge of a short
+    # summary chain replays little): every summary prompt that can be, is read from the cache.
+    shares = [int(share) for share, size in reads if int(size.replace(",", "")) >= 1024]
     assert shares and min(shares) >= 80
     assert f"chart: {result.chart}" in text
     assert f"inspect it: steerable-compaction inspect {result.record}" in text

@@ -4,7 +4,8 @@ Both act only on `[start, horizon)`: normally the middle, the region a summary w
 the tail stays raw and the next summary replays what the provider cached (R18). The fold marker
 keeps the tool name, the original size, the record seq of the original (to recall it) and a
 head/tail excerpt; an offloaded image becomes a text pointer with its hash, media type and
-round. The record keeps every original byte.
+round. Both name the original's record seq as `[history seq N]` (`provenance`). The record
+keeps every original byte.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 
 from ..messages import ContentPart, ImagePart, Message, TextPart, ToolResult
 from ..record import Edit
+from .provenance import history_ref
 from .regions import call_sites
 
 __all__ = [
@@ -31,11 +33,12 @@ FOLD_PREFIX = "[folded tool result: "
 OFFLOAD_PREFIX = "[image offloaded: "
 
 
-def image_pointer(image: ImagePart, round_: int) -> str:
-    """The text that stands in for an offloaded image (R19)."""
+def image_pointer(image: ImagePart, round_: int, seq: int | None = None) -> str:
+    """The text that stands in for an offloaded image (R19), naming its record seq if known."""
     source = image.data if image.data is not None else (image.url or "").encode("utf-8")
     digest = hashlib.sha256(source).hexdigest()[:12]
-    return f"{OFFLOAD_PREFIX}{digest}, {image.media_type or 'unknown'}, round {round_}]"
+    pointer = f"{OFFLOAD_PREFIX}{digest}, {image.media_type or 'unknown'}, round {round_}]"
+    return f"{pointer} {history_ref(seq)}" if seq is not None else pointer
 
 
 def is_folded(message: Message) -> bool:
@@ -58,8 +61,10 @@ def fold_marker(
     decision (R19), not the fold's.
     """
     text = result.text
-    where = f"record seq {seq}" if seq is not None else "the record"
-    header = f"{FOLD_PREFIX}{tool_name}, {len(text):,} chars; the full result is in {where}]"
+    where = f" {history_ref(seq)}" if seq is not None else ""
+    header = (
+        f"{FOLD_PREFIX}{tool_name}, {len(text):,} chars; the full result is in the record]{where}"
+    )
     head_chars = (excerpt_chars + 1) // 2
     tail_chars = excerpt_chars - head_chars
     if len(text) <= excerpt_chars:
@@ -87,7 +92,9 @@ class PruneResult:
         return bool(self.edits)
 
 
-def _offload(message: Message, positions: Collection[int], round_: int) -> Message:
+def _offload(
+    message: Message, positions: Collection[int], round_: int, seq: int | None = None
+) -> Message:
     """`message` with its images at `positions` (0-based, in `message.images` order) offloaded."""
     seen = 0
 
@@ -97,7 +104,7 @@ def _offload(message: Message, positions: Collection[int], round_: int) -> Messa
         for part in parts:
             if isinstance(part, ImagePart):
                 out.append(
-                    TextPart(text=image_pointer(part, round_)) if seen in positions else part
+                    TextPart(text=image_pointer(part, round_, seq)) if seen in positions else part
                 )
                 seen += 1
             else:
@@ -178,7 +185,7 @@ def prune(
                 folded += 1
         positions = [k for k, n in enumerate(numbers) if n in offload]
         if positions:
-            new = _offload(new, positions, round_)
+            new = _offload(new, positions, round_, seqs[i] if seqs is not None else None)
             offloaded += len(positions)
         if new is not message:
             saved += estimate(message) - estimate(new)

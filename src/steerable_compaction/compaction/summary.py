@@ -15,15 +15,20 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ..messages import ImagePart, Message, TextPart, ToolResult
+from .provenance import history_ref
 from .prune import image_pointer
 from .regions import SUMMARY_TAG, call_sites, is_goal_candidate, repair_tool_pairs
 
 __all__ = [
+    "INCREMENTAL_INSTRUCTION",
+    "MERGE_INSTRUCTION",
     "SECTIONS",
     "SUMMARY_INSTRUCTION",
     "SummaryRequest",
     "build_summary_request",
     "excerpt_summary",
+    "is_summary_instruction",
+    "kept_messages",
     "kept_user_messages",
     "summary_message",
     "text_pointer_span",
@@ -43,19 +48,56 @@ SUMMARY_INSTRUCTION = (
     "checkpoint summary that you write now. The summary is all you will see of these messages "
     "when you continue, so keep every fact you will need: the user's goal and constraints, "
     "decisions and why they were made, exact file paths, identifiers, commands, values and "
-    "error messages, and where the work stands.\n\n"
+    "error messages, and where the work stands. Keep any [history seq N] references next to "
+    "the facts they stand for.\n\n"
     "Reply with text only (no tool calls), in Markdown, with exactly these sections:\n\n"
     + "\n".join(f"## {name}" for name in SECTIONS)
 )
 
+INCREMENTAL_INSTRUCTION = (
+    "Your context window is nearly full. The checkpoint summaries above stay as they are; the "
+    "messages after the last of them will be replaced by a new checkpoint summary that you "
+    "write now. Summarize only those later messages and do not repeat what the earlier "
+    "summaries already say. The new summary is all you will see of those messages when you "
+    "continue, so keep every fact from them you will need: the user's requests and "
+    "constraints, decisions and why they were made, exact file paths, identifiers, commands, "
+    "values and error messages, and where the work stands. Keep any [history seq N] references "
+    "next to the facts they stand for.\n\n"
+    "Reply with text only (no tool calls), in Markdown, with exactly these sections:\n\n"
+    + "\n".join(f"## {name}" for name in SECTIONS)
+)
+
+MERGE_INSTRUCTION = (
+    "Your context window is nearly full. The checkpoint summaries above will be replaced by one "
+    "summary that you write now, merging them: keep every fact they hold that you may still "
+    "need (the user's goal and constraints, decisions, exact file paths, identifiers, commands, "
+    "values and error messages, with their [history seq N] references), drop what is settled "
+    "or superseded, and say where the work stands.\n\n"
+    "Reply with text only (no tool calls), in Markdown, with exactly these sections:\n\n"
+    + "\n".join(f"## {name}" for name in SECTIONS)
+)
+
+_INSTRUCTIONS = frozenset({SUMMARY_INSTRUCTION, INCREMENTAL_INSTRUCTION, MERGE_INSTRUCTION})
+
+
+def is_summary_instruction(text: str) -> bool:
+    """Whether `text` is one of the engine's summary instructions (first, incremental, merge)."""
+    return text in _INSTRUCTIONS
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SummaryRequest:
-    """The exact summarizer call: `messages` to send and the cache hint for adapters."""
+    """The exact summarizer call: `messages` to send and the cache hint for adapters.
+
+    `max_output_tokens`, when set, is the longest summary the engine can use (a merge of the
+    summary chain asks for a summary shorter than the chain it replaces); a summarizer should
+    pass it on as the request's output limit.
+    """
 
     messages: tuple[Message, ...]
     span: tuple[int, int]
     cache_retention: Literal["none"] = "none"
+    max_output_tokens: int | None = None
 
     @property
     def replay(self) -> tuple[Message, ...]:
@@ -104,6 +146,7 @@ def build_summary_request(
     replay_images: bool = False,
     rounds: Sequence[int] | None = None,
     instruction: str = SUMMARY_INSTRUCTION,
+    max_output_tokens: int | None = None,
 ) -> SummaryRequest:
     """The warm-prefix replay for summarizing `messages[span[0]:span[1]]` (R24-R29).
 
@@ -119,7 +162,28 @@ def build_summary_request(
     # The turn requests carried these messages with broken pairs repaired (R22b), so the replay
     # does too: the same bytes (a warm prefix) and nothing a provider refuses.
     replay = tuple(repair_tool_pairs(replay))
-    return SummaryRequest(messages=(*replay, Message.user(instruction)), span=span)
+    return SummaryRequest(
+        messages=(*replay, Message.user(instruction)),
+        span=span,
+        max_output_tokens=max_output_tokens,
+    )
+
+
+def kept_messages(
+    messages: Sequence[Message],
+    span: tuple[int, int],
+    budget: int,
+    prices: Sequence[int],
+    pinned: frozenset[int] = frozenset(),
+) -> tuple[int, ...]:
+    """Indices a summary of `messages[span]` keeps verbatim before it, oldest first.
+
+    Every pinned message of the span (they never count against `budget`), then the user's own
+    messages that fit `budget` (`kept_user_messages`).
+    """
+    start, end = span
+    users = kept_user_messages(messages, span, budget, prices, skip=pinned)
+    return tuple(sorted({*users, *(i for i in pinned if start <= i < end)}))
 
 
 def kept_user_messages(
@@ -127,6 +191,8 @@ def kept_user_messages(
     span: tuple[int, int],
     budget: int,
     prices: Sequence[int],
+    *,
+    skip: frozenset[int] = frozenset(),
 ) -> tuple[int, ...]:
     """Indices of the user's own messages in `messages[span]` that a summary keeps verbatim.
 
@@ -143,7 +209,7 @@ def kept_user_messages(
     left = min(budget, sum(prices) // 2)
     kept: list[int] = []
     for i in range(end - 1, start - 1, -1):
-        if not is_goal_candidate(messages[i]):
+        if i in skip or not is_goal_candidate(messages[i]):
             continue
         if prices[i - start] > left:
             continue
@@ -152,21 +218,35 @@ def kept_user_messages(
     return tuple(reversed(kept))
 
 
-def summary_message(summary: str, replaced: int, kept: int = 0) -> Message:
-    """The user message that replaces the middle (R30), after the `kept` user messages."""
+def summary_message(
+    summary: str,
+    replaced: int,
+    kept: int = 0,
+    *,
+    kept_users_only: bool = True,
+    history: tuple[int, int] | None = None,
+) -> Message:
+    """The user message that replaces the middle (R30), after the `kept` messages.
+
+    `kept_users_only` says every kept message is the user's (else a pinned one is among them);
+    `history` is the first and last record seq replaced, named as `[history seq N-M]`.
+    """
     plural = "message" if replaced == 1 else "messages"
+    where = f" {history_ref(*history)}" if history is not None else ""
     if kept:
+        whose = "the user's " if kept_users_only else "the "
         verbatim = (
-            "the user's message above is kept from them word for word"
+            f"{whose}message above is kept from them word for word"
             if kept == 1
-            else f"the user's {kept} messages above are kept from them word for word"
+            else f"{whose}{kept} messages above are kept from them word for word"
         )
         note = f"{verbatim}, and the originals remain in the record"
     else:
         note = "the originals remain in the record"
     return Message.user(
         f"{SUMMARY_TAG}\n{summary.strip()}\n</compacted-summary>\n\n"
-        f"(This summary replaces {replaced} earlier {plural} of this conversation; {note}. "
+        f"(This summary replaces {replaced} earlier {plural} of this conversation{where}; "
+        f"{note}. "
         "Continue the work from here.)"
     )
 

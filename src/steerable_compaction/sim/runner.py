@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ..compaction import SUMMARY_INSTRUCTION
+from ..compaction import is_summary_instruction
 from ..errors import (
     CompactionError,
     ContextOverflowError,
@@ -125,7 +125,7 @@ def is_summary_call(request: CompletionRequest) -> bool:
     if last is None or last.role != "user":
         return False
     text = last.text
-    return text in (SUMMARY_INSTRUCTION, CODEX_PROMPT) or TRANSCRIPT_OPEN in text
+    return is_summary_instruction(text) or text == CODEX_PROMPT or TRANSCRIPT_OPEN in text
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
