@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from steerable_compaction import ImagePart, Message, ToolCall
-from steerable_compaction.compaction import build_summary_request
+from steerable_compaction.compaction import build_summary_request, newest_turn
 from steerable_compaction.errors import ConfigError, ContextOverflowError, ProviderError
 from steerable_compaction.hooks import CompactionOutcome, ToolResultContext
 from steerable_compaction.policy import resolve_compaction_policy
@@ -26,7 +26,6 @@ from steerable_compaction.sim.arms import (
     NaiveArm,
     build_hooks,
     leading_system,
-    newest_turn,
 )
 from steerable_compaction.sim.command import add_eval_command, format_table
 from steerable_compaction.sim.content import image_text, png_image, screenshot

@@ -16,7 +16,15 @@ from .prune import (
     is_folded,
     prune,
 )
-from .regions import PairIssues, Regions, call_sites, pair_issues, repair_tool_pairs, select_regions
+from .regions import (
+    PairIssues,
+    Regions,
+    call_sites,
+    newest_turn,
+    pair_issues,
+    repair_tool_pairs,
+    select_regions,
+)
 from .summary import (
     SECTIONS,
     SUMMARY_INSTRUCTION,
@@ -49,6 +57,7 @@ __all__ = [
     "image_pointer",
     "is_folded",
     "kept_user_messages",
+    "newest_turn",
     "pair_issues",
     "plan_compaction",
     "prune",

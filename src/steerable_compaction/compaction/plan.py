@@ -21,7 +21,7 @@ from typing import Literal, Protocol, TypeAlias
 
 from ..messages import Message
 from .prune import PruneResult, prune
-from .regions import Regions, select_regions
+from .regions import Regions, newest_turn, select_regions
 from .summary import SummaryRequest, build_summary_request, kept_user_messages
 
 __all__ = [
@@ -201,26 +201,9 @@ def plan_compaction(
             fold_enough=fold_enough,
         )
     # Degenerate case: nothing between head and tail, the tail itself is the pressure.
-    fallback = run_prune(regions.head_end, len(messages), _newest_turn(messages))
+    fallback = run_prune(regions.head_end, len(messages), newest_turn(messages))
     if fallback.changed:
         return FoldRewrite(
             "compact", fallback, regions, pressure, pressure - fallback.saved_tokens, True
         )
     return NothingToDo("the middle is empty and nothing in the tail can be folded", regions)
-
-
-def _newest_turn(messages: Sequence[Message]) -> frozenset[int]:
-    """The newest assistant message with tool calls and the results answering it (R23)."""
-    for i in range(len(messages) - 1, -1, -1):
-        calls = messages[i].tool_calls
-        if messages[i].role == "assistant" and calls:
-            ids = {c.id for c in calls}
-            answers = {
-                j
-                for j in range(i + 1, len(messages))
-                if (r := messages[j].tool_result) is not None and r.call_id in ids
-            }
-            return frozenset({i, *answers})
-        if messages[i].role == "assistant":
-            break
-    return frozenset()

@@ -33,6 +33,7 @@ __all__ = [
     "Regions",
     "call_sites",
     "is_goal_candidate",
+    "newest_turn",
     "pair_issues",
     "repair_tool_pairs",
     "select_regions",
@@ -154,6 +155,26 @@ def _with_tail(
                 tail_start = site[0]
         i -= 1
     return Regions(head_end=head_end, tail_start=tail_start, length=n)
+
+
+def newest_turn(messages: Sequence[Message]) -> frozenset[int]:
+    """The newest assistant message, if it called tools, and the results answering it (R23).
+
+    Empty when the newest assistant message called no tool (or there is none).
+    """
+    for i in range(len(messages) - 1, -1, -1):
+        message = messages[i]
+        if message.role == "assistant":
+            ids = {c.id for c in message.tool_calls}
+            if not ids:
+                return frozenset()
+            answers = {
+                j
+                for j in range(i + 1, len(messages))
+                if (r := messages[j].tool_result) is not None and r.call_id in ids
+            }
+            return frozenset({i, *answers})
+    return frozenset()
 
 
 @dataclass(frozen=True, slots=True)
