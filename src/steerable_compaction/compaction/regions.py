@@ -69,6 +69,26 @@ def call_sites(messages: Sequence[Message]) -> dict[str, tuple[int, ToolCall]]:
     return sites
 
 
+def newest_turn(messages: Sequence[Message]) -> frozenset[int]:
+    """The newest assistant message, if it called tools, and the results answering it (R23).
+
+    Empty when the newest assistant message called no tool (or there is none).
+    """
+    for i in range(len(messages) - 1, -1, -1):
+        message = messages[i]
+        if message.role == "assistant":
+            ids = {c.id for c in message.tool_calls}
+            if not ids:
+                return frozenset()
+            answers = {
+                j
+                for j in range(i + 1, len(messages))
+                if (r := messages[j].tool_result) is not None and r.call_id in ids
+            }
+            return frozenset({i, *answers})
+    return frozenset()
+
+
 SUMMARY_TAG = "<compacted-summary>"
 REMINDER_TAG = "<system-reminder>"
 
@@ -155,26 +175,6 @@ def _with_tail(
                 tail_start = site[0]
         i -= 1
     return Regions(head_end=head_end, tail_start=tail_start, length=n)
-
-
-def newest_turn(messages: Sequence[Message]) -> frozenset[int]:
-    """The newest assistant message, if it called tools, and the results answering it (R23).
-
-    Empty when the newest assistant message called no tool (or there is none).
-    """
-    for i in range(len(messages) - 1, -1, -1):
-        message = messages[i]
-        if message.role == "assistant":
-            ids = {c.id for c in message.tool_calls}
-            if not ids:
-                return frozenset()
-            answers = {
-                j
-                for j in range(i + 1, len(messages))
-                if (r := messages[j].tool_result) is not None and r.call_id in ids
-            }
-            return frozenset({i, *answers})
-    return frozenset()
 
 
 @dataclass(frozen=True, slots=True)
