@@ -14,7 +14,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from ..messages import ContentPart, ImagePart, Message, TextPart, ToolResult
-from ..record import Edit
+from ..record.events import Edit
 from .regions import call_sites
 
 __all__ = [
