@@ -6,6 +6,7 @@ from hypothesis import strategies as st
 
 from steerable_compaction import Message, ToolCall
 from steerable_compaction.compaction import (
+    newest_turn,
     pair_issues,
     pinned_indices,
     repair_tool_pairs,
@@ -99,6 +100,25 @@ def test_r23_the_newest_turn_and_all_its_results_stay_in_the_tail() -> None:
     ]
     regions = select_regions(messages, keep_last_messages=1)
     assert regions.tail_start == len(messages) - 4
+
+
+def test_r23_newest_turn_is_the_newest_assistant_call_and_its_results_only() -> None:
+    """R23: `newest_turn` is the newest assistant call and its results, nothing older.
+
+    Once a newer assistant message called no tool, there is no newest turn to protect.
+    """
+    calls = [ToolCall(id="a", name="run"), ToolCall(id="b", name="run")]
+    messages = [
+        *session(2),
+        Message.assistant(None, calls),
+        Message.tool("a", "out"),
+        Message.user("steer"),
+        Message.tool("b", "out"),
+    ]
+    n = len(messages)
+    assert newest_turn(messages) == frozenset({n - 4, n - 3, n - 1})
+    assert newest_turn([*messages, Message.assistant("done")]) == frozenset()
+    assert newest_turn([Message.user("u")]) == frozenset()
 
 
 def test_the_token_cap_shrinks_the_tail_but_never_below_the_newest_turn() -> None:

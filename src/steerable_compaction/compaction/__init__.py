@@ -12,7 +12,6 @@ from .plan import (
     Plan,
     PlanSettings,
     SummaryNeeded,
-    newest_turn,
     plan_compaction,
     plan_merge,
 )
@@ -30,6 +29,7 @@ from .regions import (
     Regions,
     call_sites,
     is_summary,
+    newest_turn,
     pair_issues,
     pinned_indices,
     repair_tool_pairs,

@@ -27,7 +27,7 @@ from typing import Literal, Protocol, TypeAlias
 
 from ..messages import Message
 from .prune import PruneResult, prune
-from .regions import Regions, pinned_indices, select_regions, summary_indices
+from .regions import Regions, newest_turn, pinned_indices, select_regions, summary_indices
 from .summary import (
     INCREMENTAL_INSTRUCTION,
     MERGE_INSTRUCTION,
@@ -381,20 +381,3 @@ def _summary_plan(
         fold_enough=fold_enough,
         merge=merge,
     )
-
-
-def newest_turn(messages: Sequence[Message]) -> frozenset[int]:
-    """The newest assistant message with tool calls and the results answering it (R23)."""
-    for i in range(len(messages) - 1, -1, -1):
-        calls = messages[i].tool_calls
-        if messages[i].role == "assistant" and calls:
-            ids = {c.id for c in calls}
-            answers = {
-                j
-                for j in range(i + 1, len(messages))
-                if (r := messages[j].tool_result) is not None and r.call_id in ids
-            }
-            return frozenset({i, *answers})
-        if messages[i].role == "assistant":
-            break
-    return frozenset()

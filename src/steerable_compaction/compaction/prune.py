@@ -11,11 +11,11 @@ keeps every original byte.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from ..messages import ContentPart, ImagePart, Message, TextPart, ToolResult
-from ..record import Edit
+from ..record.events import Edit
 from .provenance import history_ref
 from .regions import call_sites
 
@@ -125,6 +125,54 @@ def _offload(
     )
 
 
+def _kept_results(messages: Sequence[Message], keep_last: int) -> set[int]:
+    """Indices of the newest `keep_last` tool results (fewer than asked: all of them)."""
+    results = [i for i, m in enumerate(messages) if m.role == "tool"]
+    return set(results[max(len(results) - keep_last, 0) :])
+
+
+def _image_numbers(messages: Sequence[Message]) -> list[range]:
+    """For each message, the transcript-wide numbers of its images (in order)."""
+    out: list[range] = []
+    first = 0
+    for message in messages:
+        out.append(range(first, first + len(message.images)))
+        first += len(message.images)
+    return out
+
+
+def _images_to_offload(
+    numbers: Sequence[range], keep_last: int, eligible: Callable[[int], bool]
+) -> set[int]:
+    """Numbers of the images older than the newest `keep_last` in messages that are `eligible`."""
+    first_kept = numbers[-1].stop - keep_last if numbers else 0  # negative: all are kept
+    return {n for i, ns in enumerate(numbers) if eligible(i) for n in ns if n < first_kept}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Folding:
+    """How one prune run folds a tool result: the tool names, seqs and excerpt size."""
+
+    names: Mapping[str, str]
+    seqs: Sequence[int] | None
+    excerpt_chars: int
+    estimate: Callable[[Message], int]
+
+    def fold(self, message: Message, index: int) -> Message:
+        """`message` folded to its marker, or `message` itself when folding would not shrink it."""
+        result = message.tool_result
+        if result is None or is_folded(message):
+            return message
+        marker = fold_marker(
+            result,
+            tool_name=self.names.get(result.call_id, "unknown tool"),
+            seq=self.seqs[index] if self.seqs is not None else None,
+            excerpt_chars=self.excerpt_chars,
+        )
+        candidate = Message(role="tool", parts=(marker,))
+        return candidate if self.estimate(candidate) < self.estimate(message) else message
+
+
 def prune(
     messages: Sequence[Message],
     *,
@@ -145,46 +193,30 @@ def prune(
     transcript stay as they are wherever they stand. A fold that would not shrink a result is
     skipped, and already folded results are left alone, so pruning twice changes nothing.
     """
-    names = {cid: call.name for cid, (_, call) in call_sites(messages).items()}
-    results = [i for i, m in enumerate(messages) if m.role == "tool"]
-    # The newest results stay readable wherever they stand (fewer than asked: all of them).
-    keep_results = set(results[max(len(results) - keep_last_tool_results, 0) :])
-    image_slots: list[int] = []  # message index of every image, in transcript order
-    for i, m in enumerate(messages):
-        image_slots.extend([i] * len(m.images))
-    first_kept_image = len(image_slots) - keep_last_images  # negative: every image is kept
-    offload = {
-        n
-        for n, i in enumerate(image_slots)
-        if image_offload and n < first_kept_image and start <= i < horizon and i not in protect
-    }
 
+    def in_reach(i: int) -> bool:
+        return start <= i < horizon and i not in protect
+
+    keep_results = _kept_results(messages, keep_last_tool_results)
+    numbers = _image_numbers(messages)
+    offload = _images_to_offload(numbers, keep_last_images, in_reach) if image_offload else set()
+    folding = _Folding(
+        names={cid: call.name for cid, (_, call) in call_sites(messages).items()},
+        seqs=seqs,
+        excerpt_chars=fold_excerpt_chars,
+        estimate=estimate,
+    )
     edits: list[Edit] = []
     out = list(messages)
     folded = offloaded = saved = 0
-    first_image = 0  # global number of this message's first image
-    for i, message in enumerate(messages):
-        n_images = len(message.images)
-        numbers = range(first_image, first_image + n_images)
-        first_image += n_images
-        if not start <= i < horizon or i in protect:
-            continue
-        round_ = rounds[i] if rounds is not None else 0
-        new = message
-        result = message.tool_result
-        if result is not None and i not in keep_results and not is_folded(message):
-            marker = fold_marker(
-                result,
-                tool_name=names.get(result.call_id, "unknown tool"),
-                seq=seqs[i] if seqs is not None else None,
-                excerpt_chars=fold_excerpt_chars,
-            )
-            candidate = Message(role="tool", parts=(marker,))
-            if estimate(candidate) < estimate(message):
-                new = candidate
-                folded += 1
-        positions = [k for k, n in enumerate(numbers) if n in offload]
+    for i in filter(in_reach, range(len(messages))):
+        message = messages[i]
+        new = message if i in keep_results else folding.fold(message, i)
+        if new is not message:
+            folded += 1
+        positions = [k for k, n in enumerate(numbers[i]) if n in offload]
         if positions:
+            round_ = rounds[i] if rounds is not None else 0
             new = _offload(new, positions, round_, seqs[i] if seqs is not None else None)
             offloaded += len(positions)
         if new is not message:

@@ -42,6 +42,7 @@ __all__ = [
     "goal_index",
     "is_goal_candidate",
     "is_summary",
+    "newest_turn",
     "pair_issues",
     "pinned_indices",
     "repair_tool_pairs",
@@ -95,6 +96,26 @@ def call_sites(messages: Sequence[Message]) -> dict[str, tuple[int, ToolCall]]:
             for call in message.tool_calls:
                 sites[call.id] = (i, call)
     return sites
+
+
+def newest_turn(messages: Sequence[Message]) -> frozenset[int]:
+    """The newest assistant message, if it called tools, and the results answering it (R23).
+
+    Empty when the newest assistant message called no tool (or there is none).
+    """
+    for i in range(len(messages) - 1, -1, -1):
+        message = messages[i]
+        if message.role == "assistant":
+            ids = {c.id for c in message.tool_calls}
+            if not ids:
+                return frozenset()
+            answers = {
+                j
+                for j in range(i + 1, len(messages))
+                if (r := messages[j].tool_result) is not None and r.call_id in ids
+            }
+            return frozenset({i, *answers})
+    return frozenset()
 
 
 SUMMARY_TAG = "<compacted-summary>"
