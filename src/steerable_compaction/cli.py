@@ -203,7 +203,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 def _cmd_serve(args: argparse.Namespace) -> int:
     from .demo import ScriptedAgent, Workspace, build_provider
-    from .sidecar import Session, serve_stdio
+    from .host.rpc import serve_stdio
+    from .host.session import Session
 
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="%(name)s: %(message)s")
     workspace = Workspace()

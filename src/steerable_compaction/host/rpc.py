@@ -1,9 +1,7 @@
-"""The JSON-RPC 2.0 sidecar: a host drives an agent session over newline-delimited stdio.
+"""The JSON-RPC 2.0 sidecar: a host drives a `Session` over newline-delimited stdio.
 
-`Session` is the engine a host talks to: one record, one harness-built loop, an event tap that
-turns every new record entry into a host event, seed reconcile (R1), manual compaction (R15),
-paged raw history (R40) and a status snapshot. `JsonRpcServer` maps JSON-RPC requests onto it;
-`serve_stdio` runs the server on stdin/stdout (the `steerable-compaction serve` command).
+`JsonRpcServer` maps JSON-RPC requests onto a `Session` (checking every param by name and type);
+`serve_stdio` runs it on stdin/stdout (the `steerable-compaction serve` command).
 
 Methods (params are named; unknown ones are refused):
 
@@ -26,37 +24,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import json
 import logging
-import os
 import threading
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, BinaryIO
 
-from .compaction import repair_tool_pairs
-from .errors import CompactionError, MessageError, ProviderError
-from .harness import Harness, load_harness
-from .hooks import CompactionOutcome, StepContext
-from .loop import Tool, TurnResult
-from .messages import Message, message_from_dict, message_to_dict
-from .policy import CompactionPolicy
-from .providers.base import Completion, CompletionRequest, Provider, StreamDone, StreamEvent
-from .reconcile import ReconcilePlan, SeedConflictError, apply_reconcile, plan_reconcile
-from .record import (
-    CompactionBoundary,
-    CompactionStart,
-    CompactionSummary,
-    Entry,
-    MessageAppended,
-    Record,
-    Reminder,
-    Usage,
-)
-from .tokens import TokenMeter
-from .wire import from_openai
+from ..errors import CompactionError, MessageError, ProviderError
+from ..messages import Message, message_from_dict, message_to_dict
+from ..wire import from_openai
+from .events import EventSink, outcome_json
+from .reconcile import SeedConflictError
+from .session import Session
 
 __all__ = [
     "BUSY",
@@ -68,12 +47,8 @@ __all__ = [
     "PARSE_ERROR",
     "SEED_CONFLICT",
     "TURN_FAILED",
-    "EventSink",
     "JsonRpcServer",
     "RpcError",
-    "SendResult",
-    "Session",
-    "entry_event",
     "serve_stdio",
 ]
 
@@ -88,371 +63,6 @@ TURN_FAILED = -32000
 BUSY = -32001
 SEED_CONFLICT = -32002
 COMPACTION_DISABLED = -32003
-
-EventSink = Callable[[dict[str, Any]], None]
-"""Receives host events (see `entry_event`)."""
-
-
-# -- events ---------------------------------------------------------------------------------------
-
-
-def _usage(usage: Usage) -> dict[str, int]:
-    return {
-        "prompt_tokens": usage.prompt_tokens,
-        "completion_tokens": usage.completion_tokens,
-        "cached_tokens": usage.cached_tokens,
-        "cache_write_tokens": usage.cache_write_tokens,
-    }
-
-
-def entry_event(entry: Entry) -> dict[str, Any]:
-    """The host event for one record entry: `type`, `seq` and the entry's fields, JSON-ready.
-
-    Message events carry the message in the record's JSON form, so a host can rebuild the raw
-    history (and seed it back) from them alone.
-    """
-    event = entry.event
-    out: dict[str, Any] = {"seq": entry.seq}
-    if isinstance(event, MessageAppended):
-        message = event.message
-        if message.role == "assistant":
-            out["type"] = "tool_calls" if message.tool_calls else "reply"
-        else:
-            out["type"] = {"system": "system", "user": "user", "tool": "tool_result"}[message.role]
-        out["message"] = message_to_dict(message)
-        if event.usage is not None:
-            out["usage"] = _usage(event.usage)
-        if message.tool_calls:
-            out["calls"] = [
-                {"id": c.id, "name": c.name, "arguments": c.arguments} for c in message.tool_calls
-            ]
-        result = message.tool_result
-        if result is not None:
-            out["call_id"] = result.call_id
-            out["is_error"] = result.is_error
-        if out["type"] == "reply":
-            out["text"] = message.text
-    elif isinstance(event, CompactionStart):
-        out |= {
-            "type": "compaction_start",
-            "compaction_id": event.compaction_id,
-            "action": event.action,
-            "trigger": event.trigger,
-            "span": list(event.span),
-            "pre_tokens": event.pre_tokens,
-            "kept": list(event.kept),
-        }
-    elif isinstance(event, CompactionSummary):
-        out |= {
-            "type": "compaction_summary",
-            "compaction_id": event.compaction_id,
-            "source": event.source,
-            "chars": len(event.summary),
-        }
-    elif isinstance(event, CompactionBoundary):
-        out |= {
-            "type": "compaction",
-            "action": event.action,
-            "trigger": event.trigger,
-            "pre_tokens": event.pre_tokens,
-            "post_tokens": event.post_tokens,
-            "replacement_count": event.replacement_count,
-            "compaction_id": event.compaction_id,
-            "span": None if event.span is None else list(event.span),
-            "edits": len(event.edits),
-            "replacement": [message_to_dict(m) for m in event.replacement],
-        }
-    else:
-        assert isinstance(event, Reminder)
-        out |= {
-            "type": "reminder",
-            "reason": event.reason,
-            "message": message_to_dict(event.message),
-        }
-    return out
-
-
-class EventTap:
-    """Turns record entries appended since the last look into events for the current sink.
-
-    The sidecar flushes it before every model request and tool call and at the end of each
-    request, so events arrive in record order, close to when they happen. A summarizer call's
-    usage (a request with `cache_retention="none"`) rides on the boundary it paid for.
-    """
-
-    def __init__(self, record: Record) -> None:
-        self.record = record
-        self.sink: EventSink | None = None
-        self.summarizer_usage: Usage | None = None
-        self._seen = len(record)
-
-    def flush(self) -> None:
-        """Emit every entry appended since the last flush (dropped when there is no sink)."""
-        entries = self.record.entries
-        new, self._seen = entries[self._seen :], len(entries)
-        for entry in new:
-            event = entry_event(entry)
-            if event["type"] == "compaction" and event["compaction_id"] is not None:
-                if self.summarizer_usage is not None and event["action"] == "summarize":
-                    event["summarizer"] = _usage(self.summarizer_usage)
-                self.summarizer_usage = None
-            if self.sink is not None:
-                self.sink(event)
-
-
-class _TappedProvider:
-    """Flushes the tap before each request; keeps the summarizer call's usage for its event."""
-
-    def __init__(self, inner: Provider, tap: EventTap) -> None:
-        self.inner = inner
-        self.tap = tap
-
-    @property
-    def name(self) -> str:
-        return self.inner.name
-
-    def _seen(self, request: CompletionRequest, completion: Completion) -> None:
-        if request.cache_retention == "none":
-            self.tap.summarizer_usage = completion.usage
-
-    async def complete(self, request: CompletionRequest) -> Completion:
-        self.tap.flush()
-        completion = await self.inner.complete(request)
-        self._seen(request, completion)
-        return completion
-
-    async def stream(self, request: CompletionRequest) -> AsyncIterator[StreamEvent]:
-        self.tap.flush()
-        async for event in self.inner.stream(request):
-            if isinstance(event, StreamDone):
-                self._seen(request, event.completion)
-            yield event
-
-
-def _tapped_tool(tool: Tool, tap: EventTap) -> Tool:
-    async def fn(arguments: Mapping[str, Any]) -> Any:
-        tap.flush()  # the call that asked for this tool goes out before the tool runs
-        return await tool.fn(arguments)
-
-    return dataclasses.replace(tool, fn=fn)
-
-
-# -- the session ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SendResult:
-    """A finished `send`: the turn, and what its seed added (if it had one)."""
-
-    turn: TurnResult
-    seed: ReconcilePlan | None = None
-
-
-def _outcome(outcome: CompactionOutcome) -> dict[str, Any]:
-    return {
-        "trigger": outcome.trigger,
-        "action": outcome.action,
-        "written": outcome.written,
-        "effective": outcome.effective,
-        "pre_tokens": outcome.pre_tokens,
-        "post_tokens": outcome.post_tokens,
-        "compaction_id": outcome.compaction_id,
-        "summarizer_called": outcome.summarizer_called,
-        "reason": outcome.reason,
-    }
-
-
-class Session:
-    """One agent session over `record`, assembled by `load_harness` around `provider`.
-
-    `system` is written as the first message of an empty record (an existing record is the
-    truth and is left as it is). The provider and tools are wrapped so that each new record
-    entry reaches the current request's event sink.
-    """
-
-    def __init__(
-        self,
-        record: Record,
-        provider: Provider,
-        *,
-        model: str | None = None,
-        window: int | None = None,
-        tools: Sequence[Tool] = (),
-        system: str | None = None,
-        harness: str | os.PathLike[str] | None = None,
-        env: Mapping[str, str] | None = None,
-        spill_directory: str | os.PathLike[str] | None = None,
-    ) -> None:
-        self.record = record
-        self.provider = provider
-        self.model = model
-        self.tap = EventTap(record)
-        self.harness: Harness = load_harness(
-            harness,
-            provider=_TappedProvider(provider, self.tap),
-            record=record,
-            model=model,
-            max_context_tokens=window,
-            tools=[_tapped_tool(t, self.tap) for t in tools],
-            env=env,
-        )
-        if spill_directory is not None and self.harness.spill is not None:
-            self.harness.spill.directory = Path(spill_directory)
-        if system is not None and len(record) == 0:
-            record.append_message(Message.system(system))
-        self.tap.flush()
-        self.busy = False
-
-    @property
-    def policy(self) -> CompactionPolicy:
-        """The compaction policy resolved at assembly."""
-        return self.harness.policy
-
-    def pressure(self) -> int:
-        """Observed prompt tokens plus the estimate of what came since (R7)."""
-        if self.harness.compaction is not None:
-            return self.harness.compaction.pressure()
-        return TokenMeter(self.model).pressure(repair_tool_pairs(list(self.record.messages())))
-
-    @contextlib.contextmanager
-    def _sink(self, sink: EventSink | None) -> Any:
-        self.tap.flush()  # anything from before this request is not its event
-        self.tap.sink = sink
-        try:
-            yield
-        finally:
-            self.tap.flush()
-            self.tap.sink = None
-
-    def plan_seed(self, seed: Sequence[Message]) -> ReconcilePlan:
-        """Match `seed` against the record (R1); raises `SeedConflictError`, writing nothing."""
-        return plan_reconcile(self.record, seed)
-
-    def seed(self, seed: Sequence[Message]) -> ReconcilePlan:
-        """Reconcile `seed` and append what is new (see `reconcile`)."""
-        plan = self.plan_seed(seed)
-        apply_reconcile(self.record, plan)
-        self.tap.flush()
-        return plan
-
-    async def send(
-        self,
-        message: Message | None,
-        *,
-        seed: Sequence[Message] | None = None,
-        sink: EventSink | None = None,
-    ) -> SendResult:
-        """Reconcile `seed` (if any), then run one turn on `message`.
-
-        Without `message`, the seed's last new message must be a user message: it starts the
-        turn. Raises `SeedConflictError` (writing nothing) or `ValueError` for bad input, and
-        whatever the turn raises.
-        """
-        if message is not None and message.role != "user":
-            raise ValueError(f"the input must be a user message, got role {message.role!r}")
-        plan = self.plan_seed(seed) if seed is not None else None
-        prefix: tuple[Message, ...] = plan.new if plan is not None else ()
-        if message is None:
-            if not prefix or prefix[-1].role != "user":
-                raise ValueError(
-                    "nothing to answer: give `input`, or a seed whose last new message is a "
-                    "user message"
-                )
-            prefix, message = prefix[:-1], prefix[-1]
-        if plan is not None:
-            apply_reconcile(self.record, dataclasses.replace(plan, new=prefix))
-            self.tap.flush()
-        with self._sink(sink):
-            turn = await self.harness.loop.run_turn(message)
-        return SendResult(turn=turn, seed=plan)
-
-    def request_compact(self) -> None:
-        """Compact at the next step boundary, bypassing threshold, hysteresis, circuit (R15).
-
-        Raises:
-            RuntimeError: the harness has no `pressure_compaction` hook.
-        """
-        if self.harness.compaction is None:
-            raise RuntimeError("compaction is not enabled in this harness")
-        self.harness.compaction.request_compact()
-
-    async def compact_now(self, *, sink: EventSink | None = None) -> CompactionOutcome | None:
-        """Run a manual compaction at once (between turns); `None` when nothing ran."""
-        compaction = self.harness.compaction
-        if compaction is None:
-            raise RuntimeError("compaction is not enabled in this harness")
-        loop = self.harness.loop
-        with self._sink(sink):
-            action = await compaction.pre_step(
-                StepContext(
-                    record=self.record, round=loop.round, turn=loop.turn, compact_requested=True
-                )
-            )
-        return action.compactions[0] if action.compactions else None
-
-    def history(self, offset: int = 0, limit: int = 50) -> dict[str, Any]:
-        """A page of the raw (never compacted) message history (R40), JSON-ready."""
-        total = self.record.message_count
-        page = self.record.history(offset, limit)
-        items = []
-        for k, entry in enumerate(page):
-            assert isinstance(entry.event, MessageAppended)
-            item: dict[str, Any] = {
-                "index": offset + k,
-                "seq": entry.seq,
-                "message": message_to_dict(entry.event.message),
-            }
-            if entry.event.usage is not None:
-                item["usage"] = _usage(entry.event.usage)
-            items.append(item)
-        end = offset + len(page)
-        return {
-            "total": total,
-            "offset": offset,
-            "messages": items,
-            "next_offset": end if end < total else None,
-        }
-
-    def status(self) -> dict[str, Any]:
-        """Pressure, threshold, last boundary, circuit state and reason, counters; JSON-ready."""
-        policy = self.policy
-        pressure = self.pressure()
-        compaction = self.harness.compaction
-        last: dict[str, Any] | None = None
-        for entry in reversed(self.record.entries):
-            if isinstance(entry.event, CompactionBoundary):
-                last = entry_event(entry)
-                del last["replacement"], last["type"]
-                break
-        state = compaction.state if compaction is not None else None
-        return {
-            "record": None if self.record.path is None else str(self.record.path),
-            "provider": self.provider.name,
-            "model": self.model,
-            "window": policy.max_context_tokens,
-            "threshold": policy.threshold_tokens,
-            "pressure": pressure,
-            "pressure_ratio": round(pressure / policy.threshold_tokens, 4),
-            "messages": self.record.message_count,
-            "visible_messages": len(self.record.projection),
-            "events": len(self.record),
-            "turn": self.harness.loop.turn,
-            "round": self.harness.loop.round,
-            "busy": self.busy,
-            "compaction_enabled": compaction is not None,
-            "compact_requested": compaction is not None and compaction.compact_requested,
-            "circuit": {
-                "open": state is not None and state.circuit_open,
-                "reason": None if state is None else state.circuit,
-                "consecutive_failures": 0 if state is None else state.consecutive_failures,
-                "rapid_refills": 0 if state is None else state.rapid_refills,
-            },
-            "last_boundary": last,
-            "open_brackets": [b.start.compaction_id for b in self.record.projection.open_brackets],
-        }
-
-
-# -- JSON-RPC ------------------------------------------------------------------------------------
 
 
 class RpcError(Exception):
@@ -768,7 +378,7 @@ class JsonRpcServer:
             "message": None if reply is None else message_to_dict(reply),
             "rounds": turn.rounds,
             "retries": turn.retries,
-            "compactions": [_outcome(c) for c in turn.compactions],
+            "compactions": [outcome_json(c) for c in turn.compactions],
             "pressure": self.session.pressure(),
             "threshold": self.session.policy.threshold_tokens,
             "seed": None if done.seed is None else done.seed.summary(),
@@ -795,7 +405,7 @@ class JsonRpcServer:
         return {
             "scheduled": False,
             "ran": outcome is not None,
-            "outcome": None if outcome is None else _outcome(outcome),
+            "outcome": None if outcome is None else outcome_json(outcome),
             "pressure": self.session.pressure(),
         }
 

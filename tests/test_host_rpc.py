@@ -3,23 +3,16 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import queue
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
 
 import pytest
 
 from steerable_compaction import Message
-from steerable_compaction.demo import ScriptedAgent, Workspace, build_provider
 from steerable_compaction.errors import OverflowRetriesExhaustedError, ProviderError
-from steerable_compaction.messages import message_from_dict, message_to_dict
-from steerable_compaction.providers.base import CompletionRequest, Provider, StreamDone
-from steerable_compaction.record import JsonlRecord, MemoryRecord, MessageAppended, Record, Reminder
-from steerable_compaction.sidecar import (
+from steerable_compaction.host.rpc import (
     BUSY,
     COMPACTION_DISABLED,
     INTERNAL_ERROR,
@@ -29,59 +22,15 @@ from steerable_compaction.sidecar import (
     PARSE_ERROR,
     SEED_CONFLICT,
     TURN_FAILED,
-    JsonRpcServer,
-    Session,
-    entry_event,
     serve_stdio,
 )
+from steerable_compaction.host.session import Session
+from steerable_compaction.messages import message_from_dict, message_to_dict
+from steerable_compaction.providers.base import CompletionRequest, Provider
+from steerable_compaction.record import JsonlRecord, MemoryRecord, MessageAppended
 from steerable_compaction.testing import FunctionProvider, ScriptedProvider
 
-Json = dict[str, Any]
-
-
-class Wire:
-    """An in-process client: feeds lines to a server and parses what it wrote."""
-
-    def __init__(self, session: Session) -> None:
-        self.session = session
-        self.lines: list[bytes] = []
-        self.server = JsonRpcServer(session, self.lines.append)
-        self._next_id = 0
-
-    async def raw(self, data: str | bytes) -> list[Any]:
-        start = len(self.lines)
-        await self.server.handle_line(data.encode() if isinstance(data, str) else data)
-        await self.server.drain()
-        return [json.loads(line) for line in self.lines[start:]]
-
-    async def call(self, method: str, params: Any = None, **extra: Any) -> list[Json]:
-        self._next_id += 1
-        request: Json = {"jsonrpc": "2.0", "id": self._next_id, "method": method, **extra}
-        if params is not None:
-            request["params"] = params
-        return await self.raw(json.dumps(request))
-
-    async def result(self, method: str, params: Any = None) -> Json:
-        *_, response = await self.call(method, params)
-        assert "result" in response, response
-        result: Json = response["result"]
-        return result
-
-    async def error(self, method: str, params: Any = None) -> Json:
-        *_, response = await self.call(method, params)
-        assert "error" in response, response
-        error: Json = response["error"]
-        return error
-
-
-def demo_session(record: Record, *, window: int = 4096, **kwargs: Any) -> Session:
-    workspace = Workspace()
-    provider = build_provider("demo", window=window, agent=ScriptedAgent(workspace))
-    return Session(record, provider, window=window, tools=workspace.tools(), env={}, **kwargs)
-
-
-def events(lines: list[Json]) -> list[Json]:
-    return [line["params"] for line in lines if line.get("method") == "agent.chat.event"]
+from .host_helpers import Json, Process, Wire, demo_session, events
 
 
 async def test_send_streams_the_turns_events_before_its_response() -> None:
@@ -568,52 +517,6 @@ async def test_serve_stdio_stops_when_the_host_stops_reading() -> None:
 # -- the real process --------------------------------------------------------------------------
 
 
-class Process:
-    """`steerable-compaction serve` as a subprocess, read line by line with a deadline."""
-
-    def __init__(self, *args: str) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "steerable_compaction", "serve", *args],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env={**os.environ, "STEERABLE_SUMMARIZER": "1"},
-        )
-        self.out: queue.Queue[bytes] = queue.Queue()
-        assert self.proc.stdout is not None
-        threading.Thread(target=self._pump, args=(self.proc.stdout,), daemon=True).start()
-
-    def _pump(self, stream: IO[bytes]) -> None:
-        for line in iter(stream.readline, b""):
-            self.out.put(line)
-        self.out.put(b"")
-
-    def send(self, data: str | bytes) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write((data.encode() if isinstance(data, str) else data) + b"\n")
-        self.proc.stdin.flush()
-
-    def read(self, timeout: float = 30.0) -> Json:
-        line = self.out.get(timeout=timeout)
-        assert line, f"the sidecar closed its output: {self.stderr()}"
-        value: Json = json.loads(line)
-        return value
-
-    def until_response(self, request_id: object) -> tuple[list[Json], Json]:
-        notes: list[Json] = []
-        while True:
-            message = self.read()
-            if message.get("id") == request_id and "method" not in message:
-                return notes, message
-            notes.append(message)
-
-    def stderr(self) -> str:
-        if self.proc.poll() is None:
-            return "(still running)"
-        assert self.proc.stderr is not None
-        return self.proc.stderr.read().decode()
-
-
 @pytest.fixture
 def sidecar(tmp_path: Path) -> Iterator[Process]:
     process = Process("--record", str(tmp_path / "session.jsonl"), "--window", "4096")
@@ -717,49 +620,6 @@ def test_the_serve_process_refuses_a_second_writer(sidecar: Process, tmp_path: P
     assert b"another writer holds this record" in done.stderr
 
 
-async def test_without_an_llm_summarizer_compactions_are_excerpts_without_usage() -> None:
-    """`STEERABLE_SUMMARIZER=0`: summaries are deterministic excerpts; no summarizer usage rides."""
-    workspace = Workspace()
-    provider = build_provider("demo", window=4096, agent=ScriptedAgent(workspace))
-    session = Session(
-        MemoryRecord(),
-        provider,
-        window=4096,
-        tools=workspace.tools(),
-        env={"STEERABLE_SUMMARIZER": "0"},
-    )
-    wire = Wire(session)
-    lines = await wire.call("agent.chat.send", {"input": "Map it (read 30 files)."})
-    boundaries = [e for e in events(lines) if e["type"] == "compaction"]
-    assert "excerpt" in [b["action"] for b in boundaries]
-    assert all("summarizer" not in b for b in boundaries)
-
-
-def test_entry_event_covers_reminders() -> None:
-    """A reminder reaches the host with its reason and message."""
-    record = MemoryRecord()
-    record.append(Reminder(reason="compaction_thrashing", message=Message.user("slow down")))
-    assert entry_event(record.entries[0]) == {
-        "seq": 0,
-        "type": "reminder",
-        "reason": "compaction_thrashing",
-        "message": message_to_dict(Message.user("slow down")),
-    }
-
-
-async def test_the_session_provider_streams_and_keeps_the_summarizer_usage() -> None:
-    """The tapped provider streams like the real one and remembers a summary call's usage."""
-    session = demo_session(MemoryRecord())
-    provider = session.harness.loop.provider
-    assert provider.name == "caching"
-    request = CompletionRequest(messages=(Message.user("hi"),), cache_retention="none")
-    streamed = [e async for e in provider.stream(request)]
-    assert isinstance(streamed[-1], StreamDone)
-    assert session.tap.summarizer_usage == streamed[-1].completion.usage
-    with pytest.raises(ValueError, match="must be a user message"):
-        await session.send(Message.assistant("no"))
-
-
 async def test_other_library_errors_are_turn_failures_named_by_type() -> None:
     """A non-provider library error still ends only the turn, named in `data.error`."""
     provider = ScriptedProvider([OverflowRetriesExhaustedError(2, "prompt is too long")])
@@ -785,7 +645,7 @@ async def test_a_batch_of_notifications_gets_no_reply() -> None:
 
 async def test_the_stdin_reader_ends_on_a_failing_stream() -> None:
     """A stream that errors ends the line source like EOF, instead of crashing the server."""
-    from steerable_compaction.sidecar import _lines
+    from steerable_compaction.host.rpc import _lines
 
     class Failing:
         def readline(self) -> bytes:

@@ -1,0 +1,28 @@
+"""The host side: a session a host drives, its events, seed reconcile, the JSON-RPC sidecar.
+
+`session` (`Session`, usable without any transport) sits on the loop and the record; `events`
+maps record entries to host events; `reconcile` matches a host's history against the record;
+`rpc` serves a `Session` as JSON-RPC 2.0 over stdio. Nothing below `host` imports it.
+"""
+
+from __future__ import annotations
+
+from .events import EventSink, entry_event
+from .reconcile import ReconcilePlan, SeedConflictError, apply_reconcile, plan_reconcile
+from .rpc import JsonRpcServer, RpcError, serve_stdio
+from .session import EventTap, SendResult, Session
+
+__all__ = [
+    "EventSink",
+    "EventTap",
+    "JsonRpcServer",
+    "ReconcilePlan",
+    "RpcError",
+    "SeedConflictError",
+    "SendResult",
+    "Session",
+    "apply_reconcile",
+    "entry_event",
+    "plan_reconcile",
+    "serve_stdio",
+]
