@@ -18,6 +18,16 @@ from steerable_compaction.record import Record
 Json = dict[str, Any]
 
 
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def strict_json(line: bytes) -> Any:
+    """One outgoing line parsed as strict JSON: UTF-8, no NaN/Infinity, newline-terminated."""
+    assert line.endswith(b"\n") and line.count(b"\n") == 1, line[:200]
+    return json.loads(line.decode("utf-8", errors="strict"), parse_constant=_no_constant)
+
+
 class Wire:
     """An in-process client: feeds lines to a server and parses what it wrote."""
 
@@ -31,7 +41,7 @@ class Wire:
         start = len(self.lines)
         await self.server.handle_line(data.encode() if isinstance(data, str) else data)
         await self.server.drain()
-        return [json.loads(line) for line in self.lines[start:]]
+        return [strict_json(line) for line in self.lines[start:]]
 
     async def call(self, method: str, params: Any = None, **extra: Any) -> list[Json]:
         self._next_id += 1
@@ -91,7 +101,7 @@ class Process:
     def read(self, timeout: float = 30.0) -> Json:
         line = self.out.get(timeout=timeout)
         assert line, f"the sidecar closed its output: {self.stderr()}"
-        value: Json = json.loads(line)
+        value: Json = strict_json(line)
         return value
 
     def until_response(self, request_id: object) -> tuple[list[Json], Json]:

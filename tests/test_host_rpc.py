@@ -30,7 +30,7 @@ from steerable_compaction.providers.base import CompletionRequest, Provider
 from steerable_compaction.record import JsonlRecord, MemoryRecord, MessageAppended
 from steerable_compaction.testing import FunctionProvider, ScriptedProvider
 
-from .host_helpers import Json, Process, Wire, demo_session, events
+from .host_helpers import Json, Process, Wire, demo_session, events, strict_json
 
 
 async def test_send_streams_the_turns_events_before_its_response() -> None:
@@ -352,6 +352,105 @@ async def test_a_running_turn_keeps_status_and_compact_answering_and_refuses_a_s
     assert wire.session.busy is False
 
 
+# Ids a reply cannot echo as JSON (non-finite numbers) or as UTF-8 (lone surrogates).
+UNECHOABLE_IDS = [
+    b"NaN",
+    b"Infinity",
+    b"-Infinity",
+    b"1e400",
+    b"-1e400",
+    b'"\\ud800"',
+    b'"a\\udfffb"',
+]
+
+
+@pytest.mark.parametrize("request_id", UNECHOABLE_IDS)
+async def test_an_id_a_reply_cannot_echo_is_an_invalid_request(request_id: bytes) -> None:
+    """Issue 14: a NaN, infinite or lone-surrogate id is -32600 with a null id, alone or batched."""
+    wire = Wire(demo_session(MemoryRecord()))
+    line = b'{"jsonrpc":"2.0","id":' + request_id + b',"method":"agent.chat.status"}'
+    (response,) = await wire.raw(line)
+    assert response["id"] is None and response["error"]["code"] == INVALID_REQUEST
+    assert "id must be" in response["error"]["message"]
+    (batch,) = await wire.raw(b"[" + line + b"]")
+    assert batch == [response]
+    assert "result" in (await wire.call("agent.chat.status"))[-1]
+
+
+async def test_lone_surrogates_in_a_method_or_param_name_get_an_encodable_error() -> None:
+    """Issue 14: names echoed in an error have each lone surrogate replaced by U+FFFD."""
+    wire = Wire(demo_session(MemoryRecord()))
+    (missing,) = await wire.raw(b'{"jsonrpc":"2.0","id":1,"method":"a\\ud800"}')
+    assert missing["error"]["code"] == METHOD_NOT_FOUND
+    assert missing["error"]["data"] == {"method": "a\ufffd"}
+    (unknown,) = await wire.raw(
+        b'{"jsonrpc":"2.0","id":2,"method":"agent.chat.status","params":{"\\udc00x":1}}'
+    )
+    assert unknown["id"] == 2 and unknown["error"]["code"] == INVALID_PARAMS
+    assert unknown["error"]["data"] == {"unknown": ["\ufffdx"]}
+
+
+async def test_a_record_value_json_cannot_carry_still_reaches_the_host_replaced() -> None:
+    """Issue 14: an event holding a lone surrogate (a memory record keeps it) is sent scrubbed."""
+    wire = Wire(demo_session(MemoryRecord()))
+    lines = await wire.raw(
+        b'{"jsonrpc":"2.0","id":1,"method":"agent.chat.send","params":'
+        b'{"input":"hi \\ud800 (read 1 files)"}}'
+    )
+    assert events(lines)[0]["message"]["parts"][0]["text"] == "hi \ufffd (read 1 files)"
+    assert lines[-1]["id"] == 1 and lines[-1]["result"]["stop"] == "answered"
+
+
+async def test_hostile_lines_while_a_turn_runs_leave_the_turn_to_answer() -> None:
+    """Issue 14: every hostile line gets its error at once, and the turn in flight still answers."""
+    gate = Gate()
+    wire = Wire(Session(MemoryRecord(), FunctionProvider(gate.answer), window=4096, env={}))
+    server = wire.server
+    await server.handle_line(
+        b'{"jsonrpc":"2.0","id":1,"method":"agent.chat.send","params":{"input":"a"}}'
+    )
+    await gate.started.wait()
+    start = len(wire.lines)
+    hostile = [
+        b'{"jsonrpc":"2.0","id":' + request_id + b',"method":"agent.chat.status"}'
+        for request_id in UNECHOABLE_IDS
+    ]
+    hostile += [
+        b'{"jsonrpc":"2.0","id":2,"method":"\\ud800"}',
+        b'{"jsonrpc":"2.0","id":3,"method":"agent.chat.history","params":{"\\ud800":1}}',
+    ]
+    for line in hostile:
+        await server.handle_line(line)
+    replies = [strict_json(line) for line in wire.lines[start:]]
+    assert len(replies) == len(hostile) and all("error" in r for r in replies)
+    gate.opened.set()
+    await server.drain()
+    last = strict_json(wire.lines[-1])
+    assert last["id"] == 1 and last["result"]["reply"] == "done"
+
+
+@pytest.mark.parametrize("line", [b'{"jsonrpc":"2.0","id":1}', b'[{"jsonrpc":"2.0","id":1}]'])
+async def test_a_bug_in_the_framing_is_an_internal_error_and_the_server_goes_on(
+    line: bytes, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A request or batch that trips a bug outside any method still gets -32603 (id null)."""
+    wire = Wire(demo_session(MemoryRecord()))
+
+    def broken(payload: object) -> object:
+        raise KeyError("boom")
+
+    monkeypatch.setattr(wire.server, "_prepare", broken)
+    (response,) = await wire.raw(line)
+    assert response == {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {"code": INTERNAL_ERROR, "message": "internal error"},
+    }
+    assert "KeyError: 'boom'" in caplog.text
+    monkeypatch.undo()
+    assert "result" in (await wire.call("agent.chat.status"))[-1]
+
+
 async def test_a_failing_provider_is_a_turn_failed_error_and_the_server_goes_on() -> None:
     """A provider error ends the turn with TURN_FAILED (naming it); the next turn works."""
     provider = ScriptedProvider(
@@ -618,6 +717,29 @@ def test_the_serve_process_refuses_a_second_writer(sidecar: Process, tmp_path: P
     )
     assert done.returncode == 1
     assert b"another writer holds this record" in done.stderr
+
+
+@pytest.mark.slow
+def test_the_serve_process_answers_every_line_json_cannot_echo(sidecar: Process) -> None:
+    """Issue 14: unechoable ids and lone surrogates in names get errors; the process lives on."""
+    sidecar.send(
+        '{"jsonrpc":"2.0","id":"turn","method":"agent.chat.send","params":'
+        '{"input":"Map it (read 12 files)."}}'
+    )
+    for request_id in UNECHOABLE_IDS:
+        sidecar.send(b'{"jsonrpc":"2.0","id":' + request_id + b',"method":"agent.chat.status"}')
+    sidecar.send(b'{"jsonrpc":"2.0","id":1,"method":"\\ud800"}')
+    sidecar.send(b'{"jsonrpc":"2.0","id":2,"method":"agent.chat.status","params":{"\\ud800":1}}')
+    notes, done = sidecar.until_response("turn")
+    assert done["result"]["stop"] == "answered"
+    errors = [n for n in notes if "error" in n]
+    assert [e["id"] for e in errors] == [None] * len(UNECHOABLE_IDS) + [1, 2]
+    assert [e["error"]["code"] for e in errors] == [INVALID_REQUEST] * len(UNECHOABLE_IDS) + [
+        METHOD_NOT_FOUND,
+        INVALID_PARAMS,
+    ]
+    sidecar.send('{"jsonrpc":"2.0","id":3,"method":"agent.chat.status"}')
+    assert sidecar.until_response(3)[1]["result"]["busy"] is False
 
 
 async def test_other_library_errors_are_turn_failures_named_by_type() -> None:

@@ -26,6 +26,8 @@ import asyncio
 import contextlib
 import json
 import logging
+import math
+import re
 import threading
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from typing import Any, BinaryIO
@@ -95,7 +97,7 @@ class _Params:
             raise RpcError(
                 INVALID_PARAMS,
                 f"unknown parameter(s) {unknown}; allowed: {sorted(allowed)}",
-                {"unknown": unknown},
+                {"unknown": _scrub(unknown)},
             )
         self.raw: dict[str, Any] = params
 
@@ -200,11 +202,41 @@ def _long(method: str, params: Any) -> bool:
 
 
 def _valid_id(value: Any) -> bool:
-    return (
-        value is None
-        or isinstance(value, str)
-        or (isinstance(value, int | float) and not isinstance(value, bool))
-    )
+    """Whether a reply can echo `value` exactly: null, UTF-8 text, an integer, a finite number."""
+    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
+        return True
+    if isinstance(value, float):
+        return math.isfinite(value)
+    return isinstance(value, str) and not _SURROGATE.search(value)
+
+
+# Python's JSON reader accepts NaN, Infinity and lone surrogate escapes; neither can be written
+# back as strict JSON in UTF-8, so an outgoing value holding one is scrubbed (see `_encode`).
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _scrub(value: Any) -> Any:
+    """`value` with each lone surrogate replaced by U+FFFD and each non-finite number by null."""
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {_scrub(k): _scrub(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_scrub(v) for v in value]
+    return value
+
+
+def _encode(obj: Any) -> bytes:
+    """One outgoing line: strict JSON in UTF-8, whatever `obj` holds (scrubbed if it must be)."""
+    try:
+        data = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        return (data + "\n").encode("utf-8")
+    except ValueError as exc:  # UnicodeEncodeError is a ValueError
+        logger.warning("an outgoing message held a value JSON cannot carry (%s); replaced", exc)
+        data = json.dumps(_scrub(obj), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        return (data + "\n").encode("utf-8")
 
 
 _NO_ID = object()
@@ -225,8 +257,7 @@ class JsonRpcServer:
         self._tasks: set[asyncio.Task[None]] = set()
 
     def _emit(self, obj: Mapping[str, Any] | list[dict[str, Any]]) -> None:
-        data = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-        self._write((data + "\n").encode("utf-8"))
+        self._write(_encode(obj))
 
     def _notify(self, request_id: Any) -> EventSink:
         def sink(event: dict[str, Any]) -> None:
@@ -242,6 +273,13 @@ class JsonRpcServer:
 
     async def handle_line(self, line: bytes) -> None:
         """Handle one incoming line; long requests continue as tasks (see `drain`)."""
+        try:
+            await self._line(line)
+        except Exception:  # the server outlives a bug in its own framing, too
+            logger.exception("internal error while handling a line")
+            self._emit(_error_response(None, RpcError(INTERNAL_ERROR, "internal error")))
+
+    async def _line(self, line: bytes) -> None:
         if not line.strip():
             return
         try:
@@ -278,6 +316,13 @@ class JsonRpcServer:
 
     async def _batch(self, items: list[Any]) -> None:
         """A batch runs its requests in order and answers with one array."""
+        try:
+            await self._batch_items(items)
+        except Exception:
+            logger.exception("internal error while handling a batch")
+            self._emit(_error_response(None, RpcError(INTERNAL_ERROR, "internal error")))
+
+    async def _batch_items(self, items: list[Any]) -> None:
         responses: list[dict[str, Any]] = []
         for item in items:
             request_id, call = self._prepare(item)
@@ -305,7 +350,9 @@ class JsonRpcServer:
         has_id = "id" in payload
         request_id = payload.get("id") if has_id else _NO_ID
         if has_id and not _valid_id(request_id):
-            return None, RpcError(INVALID_REQUEST, "id must be a string, a number or null")
+            return None, RpcError(
+                INVALID_REQUEST, "id must be a string (valid Unicode), a finite number or null"
+            )
         reply_id = None if request_id is _NO_ID else request_id
         if payload.get("jsonrpc") != "2.0":
             return reply_id, RpcError(INVALID_REQUEST, 'jsonrpc must be exactly "2.0"')
@@ -334,7 +381,9 @@ class JsonRpcServer:
                 handler = _METHODS.get(method)
                 if handler is None:
                     raise RpcError(
-                        METHOD_NOT_FOUND, f"method not found: {method!r}", {"method": method}
+                        METHOD_NOT_FOUND,
+                        f"method not found: {method!r}",
+                        {"method": _scrub(method)},
                     )
                 if method == "agent.chat.seed" and self.session.busy:
                     raise _busy()
