@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import queue
@@ -13,9 +14,21 @@ from typing import IO, Any
 from steerable_compaction.demo import ScriptedAgent, Workspace, build_provider
 from steerable_compaction.host.rpc import JsonRpcServer
 from steerable_compaction.host.session import Session
+from steerable_compaction.providers.base import CompletionRequest
 from steerable_compaction.record import Record
 
 Json = dict[str, Any]
+
+# Ids a reply cannot echo as JSON (non-finite numbers) or as UTF-8 (lone surrogates).
+UNECHOABLE_IDS = [
+    b"NaN",
+    b"Infinity",
+    b"-Infinity",
+    b"1e400",
+    b"-1e400",
+    b'"\\ud800"',
+    b'"a\\udfffb"',
+]
 
 
 def _no_constant(name: str) -> Any:
@@ -117,3 +130,16 @@ class Process:
             return "(still running)"
         assert self.proc.stderr is not None
         return self.proc.stderr.read().decode()
+
+
+class Gate:
+    """A provider whose first request waits until the test opens the gate."""
+
+    def __init__(self) -> None:
+        self.opened = asyncio.Event()
+        self.started = asyncio.Event()
+
+    async def answer(self, request: CompletionRequest) -> str:
+        self.started.set()
+        await self.opened.wait()
+        return "done"

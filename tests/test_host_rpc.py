@@ -2,10 +2,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,15 +18,14 @@ from steerable_compaction.host.rpc import (
     PARSE_ERROR,
     SEED_CONFLICT,
     TURN_FAILED,
-    serve_stdio,
 )
 from steerable_compaction.host.session import Session
 from steerable_compaction.messages import message_from_dict, message_to_dict
-from steerable_compaction.providers.base import CompletionRequest, Provider
+from steerable_compaction.providers.base import Provider
 from steerable_compaction.record import JsonlRecord, MemoryRecord, MessageAppended
 from steerable_compaction.testing import FunctionProvider, ScriptedProvider
 
-from .host_helpers import Json, Process, Wire, demo_session, events, strict_json
+from .host_helpers import UNECHOABLE_IDS, Gate, Json, Wire, demo_session, events, strict_json
 
 
 async def test_send_streams_the_turns_events_before_its_response() -> None:
@@ -301,19 +296,6 @@ async def test_a_batch_is_answered_with_one_array_in_order() -> None:
     assert answer[3]["error"]["code"] == INVALID_REQUEST
 
 
-class Gate:
-    """A provider whose first request waits until the test opens the gate."""
-
-    def __init__(self) -> None:
-        self.opened = asyncio.Event()
-        self.started = asyncio.Event()
-
-    async def answer(self, request: CompletionRequest) -> str:
-        self.started.set()
-        await self.opened.wait()
-        return "done"
-
-
 async def test_a_running_turn_keeps_status_and_compact_answering_and_refuses_a_second_turn() -> (
     None
 ):
@@ -350,18 +332,6 @@ async def test_a_running_turn_keeps_status_and_compact_answering_and_refuses_a_s
     batch = next(json.loads(line) for line in wire.lines if line.startswith(b"["))
     assert batch[0]["error"]["code"] == BUSY
     assert wire.session.busy is False
-
-
-# Ids a reply cannot echo as JSON (non-finite numbers) or as UTF-8 (lone surrogates).
-UNECHOABLE_IDS = [
-    b"NaN",
-    b"Infinity",
-    b"-Infinity",
-    b"1e400",
-    b"-1e400",
-    b'"\\ud800"',
-    b'"a\\udfffb"',
-]
 
 
 @pytest.mark.parametrize("request_id", UNECHOABLE_IDS)
@@ -557,191 +527,6 @@ async def test_r1_a_contradicting_seed_is_refused_and_the_record_file_keeps_its_
         assert path.read_bytes() == before
 
 
-async def test_serve_stdio_reads_lines_until_eof_and_finishes_the_running_turn() -> None:
-    """The stdio loop serves a pipe until it closes, then waits for the turn in flight."""
-    read_fd, write_fd = os.pipe()
-    requests = [
-        {"jsonrpc": "2.0", "id": 1, "method": "agent.chat.send", "params": {"input": "hi"}},
-        {"jsonrpc": "2.0", "id": 2, "method": "agent.chat.status"},
-    ]
-    with os.fdopen(write_fd, "wb") as writer:
-        writer.write(b"".join(json.dumps(r).encode() + b"\n" for r in requests))
-
-    class Sink:
-        def __init__(self) -> None:
-            self.data = b""
-
-        def write(self, data: bytes) -> int:
-            self.data += data
-            return len(data)
-
-        def flush(self) -> None:
-            pass
-
-    out = Sink()
-    with os.fdopen(read_fd, "rb") as reader:
-        session = demo_session(MemoryRecord())
-        await asyncio.wait_for(serve_stdio(session, reader, out), 30)  # type: ignore[arg-type]
-    replies = [json.loads(line) for line in out.data.splitlines()]
-    ids = [r["id"] for r in replies if "id" in r]
-    assert sorted(ids) == [1, 2]
-
-
-async def test_serve_stdio_stops_when_the_host_stops_reading() -> None:
-    """A broken stdout ends the loop quietly instead of raising."""
-    read_fd, write_fd = os.pipe()
-    with os.fdopen(write_fd, "wb") as writer:
-        writer.write(
-            b'{"jsonrpc":"2.0","id":1,"method":"agent.chat.send","params":{"input":"x"}}\n'
-        )
-        writer.write(b'{"jsonrpc":"2.0","id":2,"method":"agent.chat.status"}\n' * 3)
-
-    class Broken:
-        writes = 0
-
-        def write(self, data: bytes) -> int:
-            self.writes += 1
-            raise BrokenPipeError
-
-        def flush(self) -> None:
-            pass
-
-    out = Broken()
-    with os.fdopen(read_fd, "rb") as reader:
-        session = demo_session(MemoryRecord())
-        await asyncio.wait_for(serve_stdio(session, reader, out), 30)  # type: ignore[arg-type]
-    assert out.writes == 1  # nothing more is written once the pipe broke
-
-
-# -- the real process --------------------------------------------------------------------------
-
-
-@pytest.fixture
-def sidecar(tmp_path: Path) -> Iterator[Process]:
-    process = Process("--record", str(tmp_path / "session.jsonl"), "--window", "4096")
-    try:
-        yield process
-    finally:
-        if process.proc.poll() is None:
-            process.proc.kill()
-        process.proc.wait(timeout=30)
-        for stream in (process.proc.stdin, process.proc.stdout, process.proc.stderr):
-            if stream is not None:
-                stream.close()
-
-
-@pytest.mark.slow
-def test_the_serve_process_speaks_json_rpc_over_pipes(sidecar: Process, tmp_path: Path) -> None:
-    """A real `serve` process over pipes, end to end.
-
-    A turn with compactions, a manual compaction, history, status, bad input survived, a refused
-    seed leaving the record's bytes alone, and a clean exit when stdin closes.
-    """
-    sidecar.send(
-        '{"jsonrpc":"2.0","id":1,"method":"agent.chat.send","params":'
-        '{"input":"Map it (read 12 files)."}}'
-    )
-    notes, done = sidecar.until_response(1)
-    kinds = [n["params"]["type"] for n in notes]
-    assert kinds[0] == "user" and kinds[-1] == "reply" and "compaction" in kinds
-    assert done["result"]["stop"] == "answered"
-    host = [n["params"]["message"] for n in notes if "message" in n["params"]]
-
-    sidecar.send("this is not JSON")
-    assert sidecar.read()["error"]["code"] == PARSE_ERROR
-    sidecar.send('{"jsonrpc":"2.0","id":2,"method":"agent.chat.launch"}')
-    assert sidecar.read()["error"]["code"] == METHOD_NOT_FOUND
-    sidecar.send('{"jsonrpc":"2.0","id":3,"method":"agent.chat.history","params":{"limit":"9"}}')
-    assert sidecar.read()["error"]["code"] == INVALID_PARAMS
-
-    sidecar.send('{"jsonrpc":"2.0","id":4,"method":"agent.chat.compact"}')
-    assert sidecar.read()["result"]["scheduled"] is True
-    sidecar.send(
-        '{"jsonrpc":"2.0","id":5,"method":"agent.chat.send","params":'
-        '{"input":"One more (read 1 files)."}}'
-    )
-    notes, done = sidecar.until_response(5)
-    first = next(n["params"] for n in notes if n["params"]["type"] == "compaction")
-    assert first["trigger"] == "manual"
-    host += [n["params"]["message"] for n in notes if "message" in n["params"]]
-
-    sidecar.send(
-        '{"jsonrpc":"2.0","id":6,"method":"agent.chat.history","params":{"offset":0,"limit":500}}'
-    )
-    history = sidecar.read()["result"]
-    assert [m["message"] for m in history["messages"]] == host
-
-    record = tmp_path / "session.jsonl"
-    before = record.read_bytes()
-    edited = [*host]
-    edited[0] = message_to_dict(Message.user("A different goal."))
-    sidecar.send(
-        json.dumps(
-            {"jsonrpc": "2.0", "id": 7, "method": "agent.chat.seed", "params": {"messages": edited}}
-        )
-    )
-    refused = sidecar.read()
-    assert refused["error"]["code"] == SEED_CONFLICT
-    assert refused["error"]["data"]["seed_index"] == 0
-    assert record.read_bytes() == before
-
-    sidecar.send('{"jsonrpc":"2.0","id":8,"method":"agent.chat.status"}')
-    status = sidecar.read()["result"]
-    assert status["last_boundary"]["trigger"] == "manual" or status["last_boundary"] is not None
-    assert status["circuit"]["open"] is False and status["threshold"] < status["window"]
-
-    assert sidecar.proc.stdin is not None
-    sidecar.proc.stdin.close()
-    assert sidecar.proc.wait(timeout=30) == 0
-    assert "JSON-RPC 2.0 on stdin/stdout" in sidecar.stderr()
-
-
-@pytest.mark.slow
-def test_the_serve_process_refuses_a_second_writer(sidecar: Process, tmp_path: Path) -> None:
-    """A second `serve` on the same record exits 1 with a clear error (one writer)."""
-    sidecar.send('{"jsonrpc":"2.0","id":1,"method":"agent.chat.status"}')
-    assert "result" in sidecar.read()  # the first process holds the record now
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "steerable_compaction",
-            "serve",
-            "--record",
-            str(tmp_path / "session.jsonl"),
-        ],
-        input=b"",
-        capture_output=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 1
-    assert b"another writer holds this record" in done.stderr
-
-
-@pytest.mark.slow
-def test_the_serve_process_answers_every_line_json_cannot_echo(sidecar: Process) -> None:
-    """Issue 14: unechoable ids and lone surrogates in names get errors; the process lives on."""
-    sidecar.send(
-        '{"jsonrpc":"2.0","id":"turn","method":"agent.chat.send","params":'
-        '{"input":"Map it (read 12 files)."}}'
-    )
-    for request_id in UNECHOABLE_IDS:
-        sidecar.send(b'{"jsonrpc":"2.0","id":' + request_id + b',"method":"agent.chat.status"}')
-    sidecar.send(b'{"jsonrpc":"2.0","id":1,"method":"\\ud800"}')
-    sidecar.send(b'{"jsonrpc":"2.0","id":2,"method":"agent.chat.status","params":{"\\ud800":1}}')
-    notes, done = sidecar.until_response("turn")
-    assert done["result"]["stop"] == "answered"
-    errors = [n for n in notes if "error" in n]
-    assert [e["id"] for e in errors] == [None] * len(UNECHOABLE_IDS) + [1, 2]
-    assert [e["error"]["code"] for e in errors] == [INVALID_REQUEST] * len(UNECHOABLE_IDS) + [
-        METHOD_NOT_FOUND,
-        INVALID_PARAMS,
-    ]
-    sidecar.send('{"jsonrpc":"2.0","id":3,"method":"agent.chat.status"}')
-    assert sidecar.until_response(3)[1]["result"]["busy"] is False
-
-
 async def test_other_library_errors_are_turn_failures_named_by_type() -> None:
     """A non-provider library error still ends only the turn, named in `data.error`."""
     provider = ScriptedProvider([OverflowRetriesExhaustedError(2, "prompt is too long")])
@@ -763,14 +548,3 @@ async def test_a_batch_of_notifications_gets_no_reply() -> None:
     ]
     assert await wire.raw(json.dumps(batch)) == []
     assert wire.session.status()["compact_requested"] is True
-
-
-async def test_the_stdin_reader_ends_on_a_failing_stream() -> None:
-    """A stream that errors ends the line source like EOF, instead of crashing the server."""
-    from steerable_compaction.host.rpc import _lines
-
-    class Failing:
-        def readline(self) -> bytes:
-            raise OSError("gone")
-
-    assert [line async for line in _lines(Failing())] == []  # type: ignore[arg-type]

@@ -203,8 +203,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 def _cmd_serve(args: argparse.Namespace) -> int:
     from .demo import ScriptedAgent, Workspace, build_provider
-    from .host.rpc import serve_stdio
     from .host.session import Session
+    from .host.stdio import serve_stdio
 
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="%(name)s: %(message)s")
     workspace = Workspace()
@@ -238,7 +238,9 @@ def _cmd_serve(args: argparse.Namespace) -> int:
                 "JSON-RPC 2.0 on stdin/stdout",
                 file=sys.stderr,
             )
-            asyncio.run(serve_stdio(session, sys.stdin.buffer, protocol))
+            asyncio.run(
+                serve_stdio(session, sys.stdin.buffer, protocol, max_line_bytes=args.max_line_bytes)
+            )
     finally:
         sys.stdout = saved
     return 0
@@ -319,6 +321,13 @@ def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         choices=["demo", "none"],
         default=None,
         help="the demo workspace's read-only tools, or none (default: demo for --provider demo)",
+    )
+    serve.add_argument(
+        "--max-line-bytes",
+        type=int,
+        default=16 * 1024 * 1024,
+        metavar="N",
+        help="longest request line in bytes; a longer one gets -32600 (default: 16 MiB)",
     )
     serve.set_defaults(func=_cmd_serve)
 

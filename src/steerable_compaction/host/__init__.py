@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from .events import EventSink, entry_event
 from .reconcile import ReconcilePlan, SeedConflictError, apply_reconcile, plan_reconcile
-from .rpc import JsonRpcServer, RpcError, serve_stdio
+from .rpc import JsonRpcServer, RpcError
 from .session import EventTap, SendResult, Session
+from .stdio import serve_stdio
 
 __all__ = [
     "EventSink",

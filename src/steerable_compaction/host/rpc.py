@@ -1,7 +1,7 @@
 """The JSON-RPC 2.0 sidecar: a host drives a `Session` over newline-delimited stdio.
 
 `JsonRpcServer` maps JSON-RPC requests onto a `Session` (checking every param by name and type);
-`serve_stdio` runs it on stdin/stdout (the `steerable-compaction serve` command).
+`host.stdio.serve_stdio` runs it on stdin/stdout (the `steerable-compaction serve` command).
 
 Methods (params are named; unknown ones are refused):
 
@@ -23,14 +23,12 @@ conflict, -32003 compaction disabled.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import math
 import re
-import threading
-from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
-from typing import Any, BinaryIO
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from typing import Any
 
 from ..errors import CompactionError, MessageError, ProviderError
 from ..messages import Message, message_from_dict, message_to_dict
@@ -51,7 +49,6 @@ __all__ = [
     "TURN_FAILED",
     "JsonRpcServer",
     "RpcError",
-    "serve_stdio",
 ]
 
 logger = logging.getLogger("steerable_compaction.sidecar")
@@ -271,6 +268,21 @@ class JsonRpcServer:
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
+    async def throttle(self, limit: int) -> None:
+        """Let running requests move on; wait while `limit` or more of them run (backpressure)."""
+        await asyncio.sleep(0)  # a flood of quick requests must not starve a running turn
+        while len(self._tasks) >= limit:
+            await asyncio.wait(list(self._tasks), return_when=asyncio.FIRST_COMPLETED)
+
+    def refuse_oversized(self, size: int, limit: int) -> None:
+        """Answer a line the transport dropped for being longer than `limit` bytes."""
+        error = RpcError(
+            INVALID_REQUEST,
+            f"line of {size:,} bytes is longer than the limit of {limit:,} bytes; it was skipped",
+            {"limit": limit, "size": size},
+        )
+        self._emit(_error_response(None, error))
+
     async def handle_line(self, line: bytes) -> None:
         """Handle one incoming line; long requests continue as tasks (see `drain`)."""
         try:
@@ -479,49 +491,3 @@ _METHODS: dict[str, _Handler] = {
     "agent.chat.history": JsonRpcServer._history,
     "agent.chat.status": JsonRpcServer._status,
 }
-
-
-# -- stdio ---------------------------------------------------------------------------------------
-
-
-async def _lines(stream: BinaryIO) -> AsyncIterator[bytes]:
-    """Lines from a blocking binary stream, read by a daemon thread (pipes, files, ttys)."""
-    loop = asyncio.get_running_loop()
-    queue: asyncio.Queue[bytes] = asyncio.Queue()
-
-    def put(line: bytes) -> None:
-        with contextlib.suppress(RuntimeError):  # the loop closed first: nobody is listening
-            loop.call_soon_threadsafe(queue.put_nowait, line)
-
-    def reader() -> None:
-        try:
-            for line in iter(stream.readline, b""):
-                put(line)
-        except (OSError, ValueError):
-            pass
-        put(b"")
-
-    threading.Thread(target=reader, name="sidecar-stdin", daemon=True).start()
-    while line := await queue.get():
-        yield line
-
-
-async def serve_stdio(session: Session, stdin: BinaryIO, stdout: BinaryIO) -> None:
-    """Serve `session` until `stdin` ends (then finish running requests) or `stdout` breaks."""
-    broken = asyncio.Event()
-
-    def write(data: bytes) -> None:
-        if broken.is_set():
-            return
-        try:
-            stdout.write(data)
-            stdout.flush()
-        except (BrokenPipeError, ValueError):
-            broken.set()
-
-    server = JsonRpcServer(session, write)
-    async for line in _lines(stdin):
-        await server.handle_line(line)
-        if broken.is_set():
-            break
-    await server.drain()
