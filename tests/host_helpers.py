@@ -108,8 +108,21 @@ class Process:
 
     def send(self, data: str | bytes) -> None:
         assert self.proc.stdin is not None
-        self.proc.stdin.write((data.encode() if isinstance(data, str) else data) + b"\n")
-        self.proc.stdin.flush()
+        try:
+            self.proc.stdin.write((data.encode() if isinstance(data, str) else data) + b"\n")
+            self.proc.stdin.flush()
+        except BrokenPipeError:
+            self.proc.wait(timeout=30)
+            raise AssertionError(f"the sidecar is gone: {self.stderr()}") from None
+
+    def close(self) -> None:
+        """Kill the process if it still runs and close its pipes."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(timeout=30)
+        for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            if stream is not None:
+                stream.close()
 
     def read(self, timeout: float = 30.0) -> Json:
         line = self.out.get(timeout=timeout)
