@@ -14,6 +14,7 @@ from typing import IO, Any
 from steerable_compaction.demo import ScriptedAgent, Workspace, build_provider
 from steerable_compaction.host.rpc import JsonRpcServer
 from steerable_compaction.host.session import Session
+from steerable_compaction.host.sessions import Sessions
 from steerable_compaction.providers.base import CompletionRequest
 from steerable_compaction.record import Record
 
@@ -44,10 +45,10 @@ def strict_json(line: bytes) -> Any:
 class Wire:
     """An in-process client: feeds lines to a server and parses what it wrote."""
 
-    def __init__(self, session: Session) -> None:
-        self.session = session
+    def __init__(self, sessions: Session | Sessions) -> None:
         self.lines: list[bytes] = []
-        self.server = JsonRpcServer(session, self.lines.append)
+        self.server = JsonRpcServer(sessions, self.lines.append)
+        self.session = self.server.session
         self._next_id = 0
 
     async def raw(self, data: str | bytes) -> list[Any]:
@@ -55,6 +56,19 @@ class Wire:
         await self.server.handle_line(data.encode() if isinstance(data, str) else data)
         await self.server.drain()
         return [strict_json(line) for line in self.lines[start:]]
+
+    async def now(self, method: str, params: Any = None) -> Json:
+        """Send one request and return its answer without waiting for running turns."""
+        self._next_id += 1
+        request: Json = {"jsonrpc": "2.0", "id": self._next_id, "method": method}
+        if params is not None:
+            request["params"] = params
+        start = len(self.lines)
+        await self.server.handle_line(json.dumps(request).encode())
+        replies = [strict_json(line) for line in self.lines[start:]]
+        (answer,) = [r for r in replies if r.get("id") == self._next_id]
+        assert isinstance(answer, dict)
+        return answer
 
     async def call(self, method: str, params: Any = None, **extra: Any) -> list[Json]:
         self._next_id += 1

@@ -1,8 +1,10 @@
 """Random and hostile JSON-RPC lines against a real `steerable-compaction serve` process (issue 14).
 
-One process serves the whole run. After each fuzzed line the test sends a probe (`status`) and
-reads until the probe's answer and every reply the line is owed have arrived; each message read
-must be strict JSON-RPC 2.0 (UTF-8, no NaN, one line), and the process must still be up at the end.
+One process serves the whole run, with a default session and room for two named ones, so session
+ids take every path (created, reused, unknown, malformed, too many). After each fuzzed line the
+test sends a probe (`status`) and reads until the probe's answer and every reply the line is owed
+have arrived; each message must be strict JSON-RPC 2.0 (UTF-8, no NaN, one line), and the process
+must still be up at the end.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ METHODS = [
     "agent.chat.compact",
     "agent.chat.history",
     "agent.chat.status",
+    "agent.session.list",
+    "agent.session.close",
 ]
 PARAMS = ["input", "seed", "format", "messages", "now", "offset", "limit", "session"]
 
@@ -57,7 +61,7 @@ openai_messages = st.fixed_dictionaries(
 )
 param_values = st.one_of(
     json_values,
-    st.sampled_from(["hi", "Look around (read 1 files).", "record", "openai"]),
+    st.sampled_from(["hi", "Look around (read 1 files).", "record", "openai", "a", "b", "c"]),
     st.integers(-2, 600),
     st.lists(st.one_of(record_messages, openai_messages), max_size=3),
 )
@@ -177,7 +181,8 @@ class Server:
             self.process.close()
             self.process = None
         if self.process is None:
-            args = ["--record", str(self.record), "--window", "4096"]
+            args = ["--record", str(self.record), "--record-dir", str(self.record.parent / "s")]
+            args += ["--window", "4096", "--max-sessions", "3"]
             self.process = Process(*args, "--max-line-bytes", str(LIMIT))
             self.starts += 1
         return self.process

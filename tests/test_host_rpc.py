@@ -8,7 +8,7 @@ import pytest
 
 from steerable_compaction import Message
 from steerable_compaction.errors import OverflowRetriesExhaustedError, ProviderError
-from steerable_compaction.host.rpc import (
+from steerable_compaction.host.protocol import (
     BUSY,
     COMPACTION_DISABLED,
     INTERNAL_ERROR,

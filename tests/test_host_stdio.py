@@ -16,12 +16,14 @@ from hypothesis import strategies as st
 
 from steerable_compaction import Message
 from steerable_compaction.errors import ConfigError
-from steerable_compaction.host.rpc import (
+from steerable_compaction.host.protocol import (
     INVALID_PARAMS,
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
     PARSE_ERROR,
     SEED_CONFLICT,
+    TOO_MANY_SESSIONS,
+    UNKNOWN_SESSION,
 )
 from steerable_compaction.host.session import Session
 from steerable_compaction.host.stdio import Oversized, _Budget, _lines, serve_stdio, split_lines
@@ -100,12 +102,7 @@ def sidecar(tmp_path: Path) -> Iterator[Process]:
     try:
         yield process
     finally:
-        if process.proc.poll() is None:
-            process.proc.kill()
-        process.proc.wait(timeout=30)
-        for stream in (process.proc.stdin, process.proc.stdout, process.proc.stderr):
-            if stream is not None:
-                stream.close()
+        process.close()
 
 
 @pytest.mark.slow
@@ -389,3 +386,43 @@ async def test_a_limit_below_one_is_a_config_error(key: str) -> None:
     """Each stdio limit must be at least 1; the error names it."""
     with pytest.raises(ConfigError, match=f"{key}=0 is not allowed"):
         await serve_stdio(demo_session(MemoryRecord()), Sink(), Sink(), **{key: 0})  # type: ignore[arg-type]
+
+
+@pytest.mark.slow
+def test_the_serve_process_hosts_named_sessions_in_its_record_dir(tmp_path: Path) -> None:
+    """`--record-dir`: one record per session id, kept across restarts; `--max-sessions` holds."""
+    args = ["--record", str(tmp_path / "main.jsonl"), "--record-dir", str(tmp_path / "s")]
+    first = Process(*args, "--max-sessions", "2")
+    try:
+        first.send(
+            '{"jsonrpc":"2.0","id":1,"method":"agent.chat.send",'
+            '"params":{"session":"a","input":"Look (read 1 files)."}}'
+        )
+        notes, done = first.until_response(1)
+        assert done["result"]["session"] == "a" and done["result"]["stop"] == "answered"
+        assert {n["params"]["session"] for n in notes} == {"a"}
+        first.send('{"jsonrpc":"2.0","id":2,"method":"agent.chat.status","params":{"session":"b"}}')
+        assert first.until_response(2)[1]["error"]["code"] == UNKNOWN_SESSION
+        first.send(
+            '{"jsonrpc":"2.0","id":3,"method":"agent.chat.seed",'
+            '"params":{"session":"b","messages":[]}}'
+        )
+        assert first.until_response(3)[1]["error"]["code"] == TOO_MANY_SESSIONS
+        assert first.proc.stdin is not None
+        first.proc.stdin.close()
+        assert first.proc.wait(timeout=30) == 0
+    finally:
+        first.close()
+    assert sorted(p.name for p in (tmp_path / "s").iterdir()) == ["a.jsonl"]
+    second = Process(*args)
+    try:
+        second.send(
+            '{"jsonrpc":"2.0","id":1,"method":"agent.chat.status","params":{"session":"a"}}'
+        )
+        status = second.until_response(1)[1]["result"]
+        assert status["session"] == "a" and status["messages"] == 6
+        assert status["record"] == str(tmp_path / "s" / "a.jsonl")
+        second.send('{"jsonrpc":"2.0","id":2,"method":"agent.chat.status"}')
+        assert second.until_response(2)[1]["result"]["messages"] == 0
+    finally:
+        second.close()

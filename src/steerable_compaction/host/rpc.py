@@ -1,9 +1,11 @@
-"""The JSON-RPC 2.0 sidecar: a host drives a `Session` over newline-delimited stdio.
+"""The JSON-RPC 2.0 sidecar: a host drives its sessions over newline-delimited JSON.
 
-`JsonRpcServer` maps JSON-RPC requests onto a `Session` (checking every param by name and type);
-`host.stdio.serve_stdio` runs it on stdin/stdout (the `steerable-compaction serve` command).
+`JsonRpcServer` maps requests onto the `Sessions` it hosts (checking every param by name and
+type before anything runs or opens); `host.stdio.serve_stdio` runs it on stdin/stdout (the
+`steerable-compaction serve` command).
 
-Methods (params are named; unknown ones are refused):
+Methods (params are named; unknown ones are refused; every `agent.chat.*` method also takes
+`session`, a session id, absent for the default session):
 
 | method               | params                                           | result                 |
 |----------------------|--------------------------------------------------|------------------------|
@@ -12,12 +14,15 @@ Methods (params are named; unknown ones are refused):
 | `agent.chat.compact` | `now` (default false: at the next step boundary) | scheduled, or outcome  |
 | `agent.chat.history` | `offset` (0), `limit` (50, at most 500)          | a page of raw history  |
 | `agent.chat.status`  | none                                             | pressure, circuit, …   |
+| `agent.session.list` | none                                             | open sessions, limit   |
+| `agent.session.close`| `session` (required)                             | whether it was open    |
 
 While a request runs, the record's new entries stream as `agent.chat.event` notifications
 (`params.type`: `user`, `tool_calls`, `tool_result`, `reply`, `system`, `compaction_start`,
 `compaction_summary`, `compaction`, `reminder`; each with `seq` and the id of the request that
-caused it). Errors: the JSON-RPC codes, plus -32000 turn failed, -32001 busy, -32002 seed
-conflict, -32003 compaction disabled.
+caused it). Results and events of a named session carry its id as `session`. Errors: the JSON-RPC
+codes, plus -32000 turn failed, -32001 busy, -32002 seed conflict, -32003 compaction disabled,
+-32004 unknown session, -32005 too many sessions, -32006 session unavailable.
 """
 
 from __future__ import annotations
@@ -25,141 +30,66 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import math
-import re
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from ..errors import CompactionError, MessageError, ProviderError
-from ..messages import Message, message_from_dict, message_to_dict
-from ..wire import from_openai
+from ..errors import CompactionError, ProviderError
+from ..messages import Message, message_to_dict
 from .events import EventSink, outcome_json
+from .protocol import (
+    BUSY,
+    COMPACTION_DISABLED,
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    PARSE_ERROR,
+    SEED_CONFLICT,
+    SESSION_UNAVAILABLE,
+    TOO_MANY_SESSIONS,
+    TURN_FAILED,
+    UNKNOWN_SESSION,
+    Params,
+    RpcError,
+    encode_line,
+    error_response,
+    scrub,
+    valid_id,
+)
 from .reconcile import SeedConflictError
 from .session import Session
+from .sessions import SessionError, Sessions
 
-__all__ = [
-    "BUSY",
-    "COMPACTION_DISABLED",
-    "INTERNAL_ERROR",
-    "INVALID_PARAMS",
-    "INVALID_REQUEST",
-    "METHOD_NOT_FOUND",
-    "PARSE_ERROR",
-    "SEED_CONFLICT",
-    "TURN_FAILED",
-    "JsonRpcServer",
-    "RpcError",
-]
+__all__ = ["JsonRpcServer"]
 
 logger = logging.getLogger("steerable_compaction.sidecar")
 
-PARSE_ERROR = -32700
-INVALID_REQUEST = -32600
-METHOD_NOT_FOUND = -32601
-INVALID_PARAMS = -32602
-INTERNAL_ERROR = -32603
-TURN_FAILED = -32000
-BUSY = -32001
-SEED_CONFLICT = -32002
-COMPACTION_DISABLED = -32003
+_NO_ID = object()
 
 
-class RpcError(Exception):
-    """A JSON-RPC error response: `code`, `message` and optional `data`."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Call:
+    """A request whose params are checked and whose session is open: ready to run."""
 
-    def __init__(self, code: int, message: str, data: Any = None) -> None:
-        self.code = code
-        self.message = message
-        self.data = data
-        super().__init__(message)
-
-    def to_json(self) -> dict[str, Any]:
-        """The response's `error` member."""
-        out: dict[str, Any] = {"code": self.code, "message": self.message}
-        if self.data is not None:
-            out["data"] = self.data
-        return out
+    reply_id: Any  # `None` for a notification
+    method: str
+    session: Session
+    session_id: str | None
+    args: dict[str, Any]
+    long: bool  # runs as a task and holds its session (a turn, an immediate compaction)
 
 
-class _Params:
-    """Named params, checked: each getter raises `RpcError(INVALID_PARAMS)` naming the key."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Method:
+    """A method: its params, how they are checked, what runs, and how it finds its session."""
 
-    def __init__(self, params: Any, allowed: Sequence[str]) -> None:
-        if params is None:
-            params = {}
-        if not isinstance(params, dict):
-            raise RpcError(INVALID_PARAMS, "params must be an object (named parameters)")
-        unknown = sorted(set(params) - set(allowed))
-        if unknown:
-            raise RpcError(
-                INVALID_PARAMS,
-                f"unknown parameter(s) {unknown}; allowed: {sorted(allowed)}",
-                {"unknown": _scrub(unknown)},
-            )
-        self.raw: dict[str, Any] = params
-
-    def int(self, key: str, default: int, low: int, high: int | None = None) -> int:
-        value = self.raw.get(key, default)
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, int)
-            or value < low
-            or (high is not None and value > high)
-        ):
-            bound = f"an integer >= {low}" + ("" if high is None else f" and <= {high}")
-            raise RpcError(INVALID_PARAMS, f"{key} must be {bound}, got {value!r}", {"param": key})
-        return value
-
-    def bool(self, key: str, default: bool) -> bool:
-        value = self.raw.get(key, default)
-        if not isinstance(value, bool):
-            raise RpcError(
-                INVALID_PARAMS, f"{key} must be a boolean, got {value!r}", {"param": key}
-            )
-        return value
-
-    def choice(self, key: str, default: str, allowed: Sequence[str]) -> str:
-        value = self.raw.get(key, default)
-        if value not in allowed:
-            raise RpcError(
-                INVALID_PARAMS,
-                f"{key} must be one of {list(allowed)}, got {value!r}",
-                {"param": key},
-            )
-        return str(value)
-
-    def messages(self, key: str, fmt: str) -> list[Message] | None:
-        value = self.raw.get(key)
-        if value is None:
-            return None
-        if not isinstance(value, list):
-            raise RpcError(INVALID_PARAMS, f"{key} must be an array of messages", {"param": key})
-        return _decode(key, value, fmt)
-
-    def user_input(self, key: str, fmt: str) -> Message | None:
-        value = self.raw.get(key)
-        if value is None:
-            return None
-        if isinstance(value, str):
-            if not value.strip():
-                raise RpcError(INVALID_PARAMS, f"{key} must not be empty", {"param": key})
-            return Message.user(value)
-        messages = _decode(key, [value], fmt)
-        if len(messages) != 1 or messages[0].role != "user":
-            raise RpcError(INVALID_PARAMS, f"{key} must be text or a user message", {"param": key})
-        return messages[0]
-
-
-def _decode(key: str, items: list[Any], fmt: str) -> list[Message]:
-    """Messages in the record's JSON form or as Chat Completions messages."""
-    try:
-        if fmt == "openai":
-            return from_openai(items)
-        return [message_from_dict(obj, index=i) for i, obj in enumerate(items)]
-    except MessageError as exc:
-        raise RpcError(
-            INVALID_PARAMS, f"{key}: {exc}", {"param": key, "index": exc.index, "field": exc.field}
-        ) from None
+    params: tuple[str, ...]
+    parse: Callable[[Params], dict[str, Any]]
+    run: Callable[[JsonRpcServer, _Call], Awaitable[dict[str, Any]]]
+    creates: bool = False  # may create a named session that does not exist yet
+    addressed: bool = True  # `session` names the session it runs on (else it is its own param)
+    long: Callable[[dict[str, Any]], bool] = lambda args: False
 
 
 def _seed_error(exc: SeedConflictError) -> RpcError:
@@ -174,6 +104,18 @@ def _seed_error(exc: SeedConflictError) -> RpcError:
             "matched": exc.matched,
         },
     )
+
+
+def _session_error(exc: SessionError, sessions: Sessions) -> RpcError:
+    data: dict[str, Any] = {"session": scrub(exc.session)}
+    if exc.kind == "malformed":
+        return RpcError(INVALID_PARAMS, f"session: {exc}", {"param": "session"})
+    if exc.kind == "unknown":
+        return RpcError(UNKNOWN_SESSION, str(exc), data)
+    if exc.kind == "too_many":
+        return RpcError(TOO_MANY_SESSIONS, str(exc), data | {"limit": sessions.max_sessions})
+    cause = exc.__cause__
+    return RpcError(SESSION_UNAVAILABLE, str(exc), data | {"error": type(cause).__name__})
 
 
 def _failure(exc: CompactionError) -> RpcError:
@@ -191,74 +133,34 @@ def _busy() -> RpcError:
     return RpcError(BUSY, "a request is already running; send this again when it ends")
 
 
-def _long(method: str, params: Any) -> bool:
-    """Whether a request runs as a task and holds the session (a turn, an immediate compact)."""
-    return method == "agent.chat.send" or (
-        method == "agent.chat.compact" and isinstance(params, dict) and params.get("now") is True
-    )
-
-
-def _valid_id(value: Any) -> bool:
-    """Whether a reply can echo `value` exactly: null, UTF-8 text, an integer, a finite number."""
-    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
-        return True
-    if isinstance(value, float):
-        return math.isfinite(value)
-    return isinstance(value, str) and not _SURROGATE.search(value)
-
-
-# Python's JSON reader accepts NaN, Infinity and lone surrogate escapes; neither can be written
-# back as strict JSON in UTF-8, so an outgoing value holding one is scrubbed (see `_encode`).
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def _scrub(value: Any) -> Any:
-    """`value` with each lone surrogate replaced by U+FFFD and each non-finite number by null."""
-    if isinstance(value, str):
-        return _SURROGATE.sub("\ufffd", value)
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {_scrub(k): _scrub(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_scrub(v) for v in value]
-    return value
-
-
-def _encode(obj: Any) -> bytes:
-    """One outgoing line: strict JSON in UTF-8, whatever `obj` holds (scrubbed if it must be)."""
-    try:
-        data = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-        return (data + "\n").encode("utf-8")
-    except ValueError as exc:  # UnicodeEncodeError is a ValueError
-        logger.warning("an outgoing message held a value JSON cannot carry (%s); replaced", exc)
-        data = json.dumps(_scrub(obj), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-        return (data + "\n").encode("utf-8")
-
-
-_NO_ID = object()
-
-
 class JsonRpcServer:
-    """JSON-RPC 2.0 over newline-delimited JSON, onto one `Session`.
+    """JSON-RPC 2.0 over newline-delimited JSON, onto the sessions it hosts.
 
     `write` receives each outgoing line (a response or a notification, newline-terminated).
-    `send` and `compact` with `now` run as tasks, so `status`, `history` and `compact` keep
-    answering during a turn; a second turn while one runs gets `BUSY`. Nothing a client sends
-    stops the server: every failure becomes an error response.
+    `send` and `compact` with `now` run as tasks, so every other request keeps answering during
+    a turn; a second turn on a session while one runs gets `BUSY` (sessions run side by side).
+    Nothing a client sends stops the server: every failure becomes an error response.
     """
 
-    def __init__(self, session: Session, write: Callable[[bytes], None]) -> None:
-        self.session = session
+    def __init__(self, sessions: Sessions | Session, write: Callable[[bytes], None]) -> None:
+        self.sessions = sessions if isinstance(sessions, Sessions) else Sessions(sessions)
         self._write = write
         self._tasks: set[asyncio.Task[None]] = set()
 
-    def _emit(self, obj: Mapping[str, Any] | list[dict[str, Any]]) -> None:
-        self._write(_encode(obj))
+    @property
+    def session(self) -> Session:
+        """The default session."""
+        return self.sessions.default
 
-    def _notify(self, request_id: Any) -> EventSink:
+    def _emit(self, obj: Mapping[str, Any] | list[dict[str, Any]]) -> None:
+        self._write(encode_line(obj))
+
+    def _notify(self, call: _Call) -> EventSink:
+        named = {} if call.session_id is None else {"session": call.session_id}
+
         def sink(event: dict[str, Any]) -> None:
-            params = {"request": request_id, "turn": self.session.harness.loop.turn, **event}
+            turn = call.session.harness.loop.turn
+            params = {"request": call.reply_id, **named, "turn": turn, **event}
             self._emit({"jsonrpc": "2.0", "method": "agent.chat.event", "params": params})
 
         return sink
@@ -281,7 +183,7 @@ class JsonRpcServer:
             f"line of {size:,} bytes is longer than the limit of {limit:,} bytes; it was skipped",
             {"limit": limit, "size": size},
         )
-        self._emit(_error_response(None, error))
+        self._emit(error_response(None, error))
 
     async def handle_line(self, line: bytes) -> None:
         """Handle one incoming line; long requests continue as tasks (see `drain`)."""
@@ -289,7 +191,7 @@ class JsonRpcServer:
             await self._line(line)
         except Exception:  # the server outlives a bug in its own framing, too
             logger.exception("internal error while handling a line")
-            self._emit(_error_response(None, RpcError(INTERNAL_ERROR, "internal error")))
+            self._emit(error_response(None, RpcError(INTERNAL_ERROR, "internal error")))
 
     async def _line(self, line: bytes) -> None:
         if not line.strip():
@@ -297,29 +199,29 @@ class JsonRpcServer:
         try:
             payload = json.loads(line)
         except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
-            self._emit(_error_response(None, RpcError(PARSE_ERROR, f"parse error: {exc}")))
+            self._emit(error_response(None, RpcError(PARSE_ERROR, f"parse error: {exc}")))
             return
         if isinstance(payload, list):
             if not payload:
-                self._emit(_error_response(None, RpcError(INVALID_REQUEST, "empty batch")))
+                self._emit(error_response(None, RpcError(INVALID_REQUEST, "empty batch")))
                 return
             self._spawn(self._batch(payload))
             return
         request_id, call = self._prepare(payload)
+        if isinstance(call, RpcError):
+            if request_id is not _NO_ID:
+                self._emit(error_response(request_id, call))
+            return
         if call is None:
             return
-        if isinstance(call, RpcError):
-            self._emit(_error_response(request_id, call))
-            return
-        method, params = call
-        if not _long(method, params):
-            await self._respond(request_id, method, params, owns_busy=False)
-        elif self.session.busy:
+        if not call.long:
+            await self._respond(request_id, call)
+        elif call.session.busy:
             if request_id is not _NO_ID:
-                self._emit(_error_response(request_id, _busy()))
+                self._emit(error_response(request_id, _busy()))
         else:
-            self.session.busy = True  # claimed now, so the next line already sees it
-            self._spawn(self._respond(request_id, method, params, owns_busy=True))
+            call.session.busy = True  # claimed now, so the next line already sees it
+            self._spawn(self._respond(request_id, call))
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.ensure_future(coro)
@@ -332,36 +234,36 @@ class JsonRpcServer:
             await self._batch_items(items)
         except Exception:
             logger.exception("internal error while handling a batch")
-            self._emit(_error_response(None, RpcError(INTERNAL_ERROR, "internal error")))
+            self._emit(error_response(None, RpcError(INTERNAL_ERROR, "internal error")))
 
     async def _batch_items(self, items: list[Any]) -> None:
         responses: list[dict[str, Any]] = []
         for item in items:
             request_id, call = self._prepare(item)
-            if call is None:
-                continue
             if isinstance(call, RpcError):
-                responses.append(_error_response(request_id, call))
+                response = error_response(None if request_id is _NO_ID else request_id, call)
+            elif call is None:
                 continue
-            method, params = call
-            long = _long(method, params)
-            if long and self.session.busy:
-                response = _error_response(None if request_id is _NO_ID else request_id, _busy())
+            elif call.long and call.session.busy:
+                response = error_response(call.reply_id, _busy())
             else:
-                self.session.busy = self.session.busy or long
-                response = await self._call(request_id, method, params, owns_busy=long)
+                call.session.busy = call.session.busy or call.long
+                response = await self._run(call)
             if request_id is not _NO_ID:
                 responses.append(response)
         if responses:
             self._emit(responses)
 
-    def _prepare(self, payload: Any) -> tuple[Any, tuple[str, Any] | RpcError | None]:
-        """`(id, (method, params))`, `(id, error)`, or `(_NO_ID, None)` to stay silent."""
+    def _prepare(self, payload: Any) -> tuple[Any, _Call | RpcError | None]:
+        """`(id, call)`, `(id, error)`, or `(_NO_ID, None)` to stay silent.
+
+        The id is `_NO_ID` for a notification; an error for one is never sent.
+        """
         if not isinstance(payload, dict):
             return None, RpcError(INVALID_REQUEST, "a request must be a JSON object")
         has_id = "id" in payload
         request_id = payload.get("id") if has_id else _NO_ID
-        if has_id and not _valid_id(request_id):
+        if has_id and not valid_id(request_id):
             return None, RpcError(
                 INVALID_REQUEST, "id must be a string (valid Unicode), a finite number or null"
             )
@@ -374,120 +276,182 @@ class JsonRpcServer:
         params = payload.get("params")
         if "params" in payload and not isinstance(params, dict | list):
             return reply_id, RpcError(INVALID_REQUEST, "params must be an object or an array")
-        if request_id is _NO_ID and method not in _METHODS:
-            return _NO_ID, None  # a notification is never answered, not even with an error
-        return request_id, (method, params)
+        spec = _METHODS.get(method)
+        if spec is None:
+            if request_id is _NO_ID:
+                return _NO_ID, None  # a notification is never answered, not even with an error
+            return request_id, RpcError(
+                METHOD_NOT_FOUND, f"method not found: {method!r}", {"method": scrub(method)}
+            )
+        try:
+            p = Params(params, (*spec.params, "session") if spec.addressed else spec.params)
+            args = spec.parse(p)
+            session_id = p.text("session") if spec.addressed else None
+            session = self.sessions.get(session_id, create=spec.creates)
+        except Exception as exc:
+            return request_id, self._error(method, exc)
+        return request_id, _Call(
+            reply_id=reply_id,
+            method=method,
+            session=session,
+            session_id=session_id,
+            args=args,
+            long=spec.long(args),
+        )
 
-    async def _respond(self, request_id: Any, method: str, params: Any, *, owns_busy: bool) -> None:
-        response = await self._call(request_id, method, params, owns_busy=owns_busy)
+    def _error(self, method: str, exc: Exception) -> RpcError:
+        """The error response for what a request raised."""
+        if isinstance(exc, RpcError):
+            return exc
+        if isinstance(exc, SeedConflictError):
+            return _seed_error(exc)
+        if isinstance(exc, SessionError):
+            return _session_error(exc, self.sessions)
+        if isinstance(exc, CompactionError):
+            return _failure(exc)
+        logger.exception("internal error in %s", method, exc_info=exc)
+        return RpcError(INTERNAL_ERROR, f"internal error: {type(exc).__name__}: {exc}")
+
+    async def _respond(self, request_id: Any, call: _Call) -> None:
+        response = await self._run(call)
         if request_id is not _NO_ID:
             self._emit(response)
 
-    async def _call(
-        self, request_id: Any, method: str, params: Any, *, owns_busy: bool
-    ) -> dict[str, Any]:
-        """Run one request; every failure becomes an error response."""
-        reply_id = None if request_id is _NO_ID else request_id
+    async def _run(self, call: _Call) -> dict[str, Any]:
+        """Run one checked request; every failure becomes an error response."""
         try:
             try:
-                handler = _METHODS.get(method)
-                if handler is None:
-                    raise RpcError(
-                        METHOD_NOT_FOUND,
-                        f"method not found: {method!r}",
-                        {"method": _scrub(method)},
-                    )
-                if method == "agent.chat.seed" and self.session.busy:
-                    raise _busy()
-                result = await handler(self, reply_id, params)
+                result = await _METHODS[call.method].run(self, call)
             finally:
-                if owns_busy:
-                    self.session.busy = False
-        except RpcError as exc:
-            return _error_response(reply_id, exc)
-        except SeedConflictError as exc:
-            return _error_response(reply_id, _seed_error(exc))
-        except CompactionError as exc:
-            return _error_response(reply_id, _failure(exc))
+                if call.long:
+                    call.session.busy = False
         except Exception as exc:  # the server outlives any bug in a request
-            logger.exception("internal error in %s", method)
-            return _error_response(
-                reply_id,
-                RpcError(INTERNAL_ERROR, f"internal error: {type(exc).__name__}: {exc}"),
-            )
-        return {"jsonrpc": "2.0", "id": reply_id, "result": result}
+            return error_response(call.reply_id, self._error(call.method, exc))
+        if call.session_id is not None:
+            result = {"session": call.session_id, **result}
+        return {"jsonrpc": "2.0", "id": call.reply_id, "result": result}
 
     # -- methods ---------------------------------------------------------------------------------
 
-    async def _send(self, request_id: Any, params: Any) -> dict[str, Any]:
-        p = _Params(params, ("input", "seed", "format"))
-        fmt = p.choice("format", "record", ("record", "openai"))
-        message = p.user_input("input", fmt)
-        seed = p.messages("seed", fmt)
-        if message is None and seed is None:
-            raise RpcError(INVALID_PARAMS, "give `input`, `seed`, or both")
+    async def _send(self, call: _Call) -> dict[str, Any]:
+        session = call.session
+        message: Message | None = call.args["input"]
         try:
-            done = await self.session.send(message, seed=seed, sink=self._notify(request_id))
+            done = await session.send(message, seed=call.args["seed"], sink=self._notify(call))
         except ValueError as exc:
             raise RpcError(INVALID_PARAMS, str(exc)) from None
         turn = done.turn
         reply = turn.reply
         return {
-            "turn": self.session.harness.loop.turn,
+            "turn": session.harness.loop.turn,
             "stop": turn.stop,
             "reply": None if reply is None else reply.text,
             "message": None if reply is None else message_to_dict(reply),
             "rounds": turn.rounds,
             "retries": turn.retries,
             "compactions": [outcome_json(c) for c in turn.compactions],
-            "pressure": self.session.pressure(),
-            "threshold": self.session.policy.threshold_tokens,
+            "pressure": session.pressure(),
+            "threshold": session.policy.threshold_tokens,
             "seed": None if done.seed is None else done.seed.summary(),
         }
 
-    async def _seed(self, request_id: Any, params: Any) -> dict[str, Any]:
-        p = _Params(params, ("messages", "format"))
-        fmt = p.choice("format", "record", ("record", "openai"))
-        seed = p.messages("messages", fmt)
-        if seed is None:
-            raise RpcError(INVALID_PARAMS, "messages is required", {"param": "messages"})
-        return self.session.seed(seed).summary()
+    async def _seed(self, call: _Call) -> dict[str, Any]:
+        if call.session.busy:
+            raise _busy()
+        return call.session.seed(call.args["messages"]).summary()
 
-    async def _compact(self, request_id: Any, params: Any) -> dict[str, Any]:
-        p = _Params(params, ("now",))
-        now = p.bool("now", False)
+    async def _compact(self, call: _Call) -> dict[str, Any]:
+        session = call.session
         try:
-            if not now:
-                self.session.request_compact()
-                return {"scheduled": True, "ran": False, "running_turn": self.session.busy}
-            outcome = await self.session.compact_now(sink=self._notify(request_id))
+            if not call.args["now"]:
+                session.request_compact()
+                return {"scheduled": True, "ran": False, "running_turn": session.busy}
+            outcome = await session.compact_now(sink=self._notify(call))
         except RuntimeError as exc:
             raise RpcError(COMPACTION_DISABLED, str(exc)) from None
         return {
             "scheduled": False,
             "ran": outcome is not None,
             "outcome": None if outcome is None else outcome_json(outcome),
-            "pressure": self.session.pressure(),
+            "pressure": session.pressure(),
         }
 
-    async def _history(self, request_id: Any, params: Any) -> dict[str, Any]:
-        p = _Params(params, ("offset", "limit"))
-        return self.session.history(p.int("offset", 0, 0), p.int("limit", 50, 1, 500))
+    async def _history(self, call: _Call) -> dict[str, Any]:
+        return call.session.history(call.args["offset"], call.args["limit"])
 
-    async def _status(self, request_id: Any, params: Any) -> dict[str, Any]:
-        _Params(params, ())
-        return self.session.status()
+    async def _status(self, call: _Call) -> dict[str, Any]:
+        return call.session.status()
+
+    async def _list(self, call: _Call) -> dict[str, Any]:
+        sessions = self.sessions
+        return {
+            "open": sessions.open_ids,
+            "max_sessions": sessions.max_sessions,
+            "record_dir": None if sessions.directory is None else str(sessions.directory),
+        }
+
+    async def _close(self, call: _Call) -> dict[str, Any]:
+        session_id: str = call.args["session"]
+        session = self.sessions.find(session_id)
+        if session is not None and session.busy:
+            raise _busy()
+        return {"session": session_id, "closed": self.sessions.close(session_id)}
 
 
-def _error_response(request_id: Any, error: RpcError) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": request_id, "error": error.to_json()}
+def _send_args(p: Params) -> dict[str, Any]:
+    fmt = p.choice("format", "record", ("record", "openai"))
+    message = p.user_input("input", fmt)
+    seed = p.messages("seed", fmt)
+    if message is None and seed is None:
+        raise RpcError(INVALID_PARAMS, "give `input`, `seed`, or both")
+    return {"input": message, "seed": seed}
 
 
-_Handler = Callable[[JsonRpcServer, Any, Any], Any]
-_METHODS: dict[str, _Handler] = {
-    "agent.chat.send": JsonRpcServer._send,
-    "agent.chat.seed": JsonRpcServer._seed,
-    "agent.chat.compact": JsonRpcServer._compact,
-    "agent.chat.history": JsonRpcServer._history,
-    "agent.chat.status": JsonRpcServer._status,
+def _seed_args(p: Params) -> dict[str, Any]:
+    seed = p.messages("messages", p.choice("format", "record", ("record", "openai")))
+    if seed is None:
+        raise RpcError(INVALID_PARAMS, "messages is required", {"param": "messages"})
+    return {"messages": seed}
+
+
+def _close_args(p: Params) -> dict[str, Any]:
+    session_id = p.text("session")
+    if session_id is None:
+        raise RpcError(
+            INVALID_PARAMS,
+            "session is required (the default session closes only with the sidecar)",
+            {"param": "session"},
+        )
+    return {"session": session_id}
+
+
+_METHODS: dict[str, _Method] = {
+    "agent.chat.send": _Method(
+        params=("input", "seed", "format"),
+        parse=_send_args,
+        run=JsonRpcServer._send,
+        creates=True,
+        long=lambda args: True,
+    ),
+    "agent.chat.seed": _Method(
+        params=("messages", "format"), parse=_seed_args, run=JsonRpcServer._seed, creates=True
+    ),
+    "agent.chat.compact": _Method(
+        params=("now",),
+        parse=lambda p: {"now": p.bool("now", False)},
+        run=JsonRpcServer._compact,
+        long=lambda args: bool(args["now"]),
+    ),
+    "agent.chat.history": _Method(
+        params=("offset", "limit"),
+        parse=lambda p: {"offset": p.int("offset", 0, 0), "limit": p.int("limit", 50, 1, 500)},
+        run=JsonRpcServer._history,
+    ),
+    "agent.chat.status": _Method(params=(), parse=lambda p: {}, run=JsonRpcServer._status),
+    "agent.session.list": _Method(
+        params=(), parse=lambda p: {}, run=JsonRpcServer._list, addressed=False
+    ),
+    "agent.session.close": _Method(
+        params=("session",), parse=_close_args, run=JsonRpcServer._close, addressed=False
+    ),
 }

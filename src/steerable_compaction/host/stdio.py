@@ -24,6 +24,7 @@ from typing import BinaryIO
 from ..errors import ConfigError
 from .rpc import JsonRpcServer
 from .session import Session
+from .sessions import Sessions
 
 __all__ = [
     "MAX_LINE_BYTES",
@@ -175,7 +176,7 @@ async def _lines(
 
 
 async def serve_stdio(
-    session: Session,
+    sessions: Sessions | Session,
     stdin: BinaryIO,
     stdout: BinaryIO,
     *,
@@ -183,7 +184,7 @@ async def serve_stdio(
     max_queued_lines: int = MAX_QUEUED_LINES,
     max_tasks: int = MAX_TASKS,
 ) -> None:
-    """Serve `session` until `stdin` ends (then finish running requests) or `stdout` breaks.
+    """Serve `sessions` until `stdin` ends (then finish running requests) or `stdout` breaks.
 
     Raises:
         ConfigError: a limit is below 1.
@@ -206,7 +207,7 @@ async def serve_stdio(
         except (BrokenPipeError, ValueError):
             broken.set()
 
-    server = JsonRpcServer(session, write)
+    server = JsonRpcServer(sessions, write)
     budget = _Budget(max_queued_lines, max_line_bytes)
     async for item in _lines(stdin, limit=max_line_bytes, budget=budget):
         if isinstance(item, Oversized):
