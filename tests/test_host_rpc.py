@@ -275,6 +275,8 @@ async def test_notifications_get_no_response_even_when_unknown() -> None:
     assert all(line["params"]["request"] is None for line in lines)
     assert record.message_count == 6  # input, list_files, read_file, their results, reply
     assert await wire.raw("\n") == []
+    bad = '{"jsonrpc": "2.0", "method": "agent.chat.history", "params": {"limit": 0}}'
+    assert await wire.raw(bad) == []  # bad params in a notification: still no answer
 
 
 async def test_a_batch_is_answered_with_one_array_in_order() -> None:
