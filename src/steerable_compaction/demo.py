@@ -543,8 +543,8 @@ def _compaction_line(event: Mapping[str, Any], before_round: int, measured: int 
 
 async def run_demo(options: DemoOptions, out: TextIO | None = None) -> DemoResult:
     """Run the demo session (see the module docstring); returns where things were written."""
+    from .host.session import Session
     from .record import SqliteRecord
-    from .sidecar import Session
 
     stream = out if out is not None else sys.stdout
     directory = options.directory
