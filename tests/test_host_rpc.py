@@ -550,3 +550,37 @@ async def test_a_batch_of_notifications_gets_no_reply() -> None:
     ]
     assert await wire.raw(json.dumps(batch)) == []
     assert wire.session.status()["compact_requested"] is True
+
+
+async def test_send_with_pinned_records_the_input_pinned_and_keeps_it_through_compaction() -> None:
+    """`pinned: true` pins the input: recorded pinned, never folded or summarized away."""
+    record = MemoryRecord()
+    wire = Wire(demo_session(record, system="Be brief."))
+    text = "Constraint: the billing module is frozen (read 6 files)."
+    await wire.result("agent.chat.send", {"input": text, "pinned": True})
+    first = [e.event.message for e in record.history() if isinstance(e.event, MessageAppended)]
+    assert [m for m in first if m.text == text and m.pinned]
+    for n in range(4):
+        await wire.result("agent.chat.send", {"input": f"More work {n} (read 12 files)."})
+    assert record.compactions(), "the session never compacted"
+    assert any(m.text == text and m.pinned for m in record.messages())
+
+
+@pytest.mark.parametrize(
+    ("params", "needle"),
+    [
+        ({"input": "hi", "pinned": "yes"}, "pinned must be a boolean"),
+        ({"input": "hi", "pinned": 1}, "pinned must be a boolean"),
+        ({"seed": [], "pinned": True}, "pinned applies to `input`"),
+    ],
+)
+async def test_a_malformed_pinned_value_is_invalid_params_and_writes_nothing(
+    params: Json, needle: str
+) -> None:
+    """A bad `pinned` is -32602 naming the parameter; the record is unchanged."""
+    record = MemoryRecord()
+    wire = Wire(demo_session(record))
+    before = len(record)
+    error = await wire.error("agent.chat.send", params)
+    assert error["code"] == -32602 and needle in error["message"]
+    assert len(record) == before

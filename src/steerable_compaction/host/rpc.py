@@ -404,6 +404,10 @@ def _send_args(p: Params) -> dict[str, Any]:
     seed = p.messages("seed", fmt)
     if message is None and seed is None:
         raise RpcError(INVALID_PARAMS, "give `input`, `seed`, or both")
+    if p.bool("pinned", False):
+        if message is None:
+            raise RpcError(INVALID_PARAMS, "pinned applies to `input`", {"param": "pinned"})
+        message = message.pin()  # never folded or summarized, re-sent as it is
     return {"input": message, "seed": seed}
 
 
@@ -427,7 +431,7 @@ def _close_args(p: Params) -> dict[str, Any]:
 
 _METHODS: dict[str, _Method] = {
     "agent.chat.send": _Method(
-        params=("input", "seed", "format"),
+        params=("input", "seed", "format", "pinned"),
         parse=_send_args,
         run=JsonRpcServer._send,
         creates=True,
