@@ -296,3 +296,35 @@ async def test_r33_the_engine_trips_the_rapid_refill_breaker_in_a_thrash() -> No
     assert gates[-1] == "limit" and d.hooks.circuit_reason == "rapid_refill", gates
     assert len(summarizer.requests) > before, "nothing compacted at the window's limit"
     assert d.hooks.pressure() < d.hooks.policy.threshold_tokens
+
+
+async def test_a_summary_carries_retained_facts_and_names_its_seqs() -> None:
+    """The boundary records atoms found and kept and the seqs replaced; recovery rebuilds it.
+
+    A crash after the summary was paid for, before the boundary, replays to the same text:
+    the retention check depends only on the record and the policy.
+    """
+    summarizer = Numbered()
+    record = MemoryRecord()
+    d = new_engine(summarizer, record)
+    for message in tool_round(90, "note: the staging port is 61046 for the new cluster"):
+        d.record.append_message(message)
+    await d.until(summarizer.requests, 1)
+    (boundary,) = [e.event for e in record.entries if isinstance(e.event, CompactionBoundary)]
+    assert boundary.retained is not None and boundary.retained[1] >= 1
+    assert boundary.history is not None
+    first, last = boundary.history
+    summary = boundary.replacement[-1].text
+    assert f"[history seq {first}-{last}]" in summary
+    assert "## Retained facts" in summary
+    assert "61046" not in summarizer.requests[0].messages[-1].text  # not from the summarizer
+    # Replay the same record up to the summary, then recover: the same boundary comes back.
+    crashed = MemoryRecord()
+    for entry in record.entries:
+        if entry.event is boundary:
+            break
+        crashed.append(entry.event)
+    again = CompactionHooks(crashed, d.hooks.policy, summarizer=Numbered())
+    assert again.recover() is not None
+    assert crashed.messages() == record.messages()[: len(crashed.messages())]
+    assert crashed.entries[-1].event == boundary

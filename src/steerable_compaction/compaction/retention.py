@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
 from ..messages import Message
-from .provenance import history_ref
+from .provenance import HISTORY_REF, history_ref
 from .regions import is_summary
 
 __all__ = [
@@ -58,15 +58,13 @@ _NUMBER = re.compile(r"(?<![\w.])\d(?:[\d,._:-]*\d)?(?![\w])")
 _IDENT = re.compile(
     r"\b(?=[A-Za-z0-9_]*[A-Za-z])(?=[A-Za-z0-9_]*[0-9_])[A-Za-z][A-Za-z0-9]*_[A-Za-z0-9_]+\b"
 )
-_FACT = re.compile(
-    r"(?P<key>[^\s:=\uff1a]{2,40}(?:\s[^\s:=\uff1a]{1,20}){0,3})\s*"
-    r"(?:[:=\uff1a]|\bis\b|\bare\b|为|是|は)\s*"
-    r"(?P<value>[^\s,;。、]{1,60})"
-)
+_SEPARATOR = re.compile(r"[:=\uff1a]|\b(?:is|are|was|equals)\b|为|是|は")
+_VALUE = re.compile(r"\s*([^\s,;\u3002\u3001\uff0c\uff1b]{1,60})")
 _CLAUSES = re.compile(r"(?<=[.;!?])\s+|(?<=[\u3002\uff01\uff1f])")
-_WORD = re.compile(r"[A-Za-z]{2,}|[\u3040-\u30ff\u4e00-\u9fff]")
+_WORD = re.compile(r"(?<!\S)[A-Za-z]{2,}[.,;:!?]?(?!\S)|[\u3040-\u30ff\u4e00-\u9fff]")
+_BULLET = re.compile(r"^(?:[-*]\s+)+")
 _DIGITS = re.compile(r"\d")
-_NAMES = re.compile(r"[A-Za-z_]+")
+_NAMES = re.compile(r"[A-Za-z_]+|[\u3040-\u30ff\u4e00-\u9fff]+")
 _CODE = re.compile(
     r"^(?:\s{4,}|\t)|^(?:def|class|import|from|return|if|elif|else|for|while|try|except|with|"
     r"const|let|var|function|func|fn|pub|public|private|static|async|await)\b|[{};:,(]\s*$"
@@ -121,10 +119,13 @@ def _atoms_in(clause: str) -> list[tuple[AtomKind, str, int]]:
         found.append(("path", m.group(0), m.start()))
     for m in _QUOTED.finditer(clause):
         found.append(("quoted", next(g for g in m.groups() if g), m.start()))
-    for m in _FACT.finditer(clause):
-        value = m.group("value")
+    for sep in _SEPARATOR.finditer(clause):  # a value stated after `:`, `=`, "is", 是, は ...
+        stated = _VALUE.match(clause, sep.end())
+        if stated is None:
+            continue
+        value = stated.group(1).rstrip(".")
         if _DIGITS.search(value) or _IDENT.fullmatch(value):
-            found.append(("fact", value, m.start("value")))
+            found.append(("fact", value, stated.start(1)))
     for m in _NUMBER.finditer(clause):
         if len(_DIGITS.findall(m.group(0))) >= 3:
             found.append(("number", m.group(0), m.start()))
@@ -164,7 +165,8 @@ def retention_check(
     start, end = span
     candidates: dict[str, Atom] = {}  # by clause: one line per clause, its best atom
     shapes: Counter[str] = Counter()
-    clauses: list[tuple[int, str, str, bool]] = []  # (index, speaker, clause, is code)
+    # (index, speaker, clause, is code, seq named by a carried reference)
+    clauses: list[tuple[int, str, str, bool, int | None]] = []
     for i in range(start, end):
         if i in skip:
             continue
@@ -173,28 +175,32 @@ def retention_check(
             continue
         for line in messages[i].text.split("\n"):
             code = speaker == "tool" and bool(_CODE.search(line))
+            # A line carried from an earlier summary keeps the seq its reference names.
+            refs = HISTORY_REF.findall(line)
+            origin = int(refs[0][0]) if refs else None
+            line = _BULLET.sub("", HISTORY_REF.sub("", line)).strip()
             for clause in _CLAUSES.split(line):
                 clause = clause.strip()
                 if len(clause) < 4 or clause.startswith(("<compacted-summary>", "</compacted")):
                     continue
-                clauses.append((i, speaker, clause, code))
+                clauses.append((i, speaker, clause, code, origin))
                 shapes[_shape(clause)] += 1
     span_length = max(end - start - 1, 1)
-    for i, speaker, clause, code in clauses:
+    for i, speaker, clause, code, origin in clauses:
         atoms = [a for a in _atoms_in(clause) if a[1] not in summary]
         if not atoms:
             continue
         words = len(_WORD.findall(clause))
-        base = _ROLE_WEIGHT[speaker] * (1.5 if words >= 4 else 1.0)
-        if shapes[_shape(clause)] >= 3:
-            base *= 0.25  # a repeated shape: log lines, table rows, signatures
-        if code:
-            base *= 0.3  # source code: read it again from its file
+        if code or words < 4 or shapes[_shape(clause)] >= 3:
+            # Source code (read it again from its file), data rows and repeated shapes (logs,
+            # tables, signatures) are not facts someone stated: left to the history tools.
+            continue
+        base = _ROLE_WEIGHT[speaker]
         base *= 0.7 + 0.3 * (i - start) / span_length
         best = max(atoms, key=lambda a: _KIND_WEIGHT[a[0]])
         score = base * (_KIND_WEIGHT[best[0]] + 0.2 * (len({a[1] for a in atoms}) - 1))
         text = _clip(clause, best[2], len(best[1]))
-        seq = seqs[i] if seqs is not None else None
+        seq = origin if origin is not None else (seqs[i] if seqs is not None else None)
         current = candidates.get(text)
         if current is None or score > current.score:
             candidates[text] = Atom(value=best[1], kind=best[0], clause=text, seq=seq, score=score)

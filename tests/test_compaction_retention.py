@@ -1,0 +1,121 @@
+# ruff: noqa: RUF001, RUF002  (CJK statements use full-width punctuation on purpose)
+"""The retention check and the provenance format (issue: the record as long-term memory)."""
+
+from __future__ import annotations
+
+from steerable_compaction import Message
+from steerable_compaction.compaction.provenance import history_ref, parse_history_refs
+from steerable_compaction.compaction.retention import (
+    RETAINED_HEADING,
+    Retention,
+    retention_check,
+)
+from steerable_compaction.tokens import estimate_tokens
+
+
+def check(
+    messages: list[Message], summary: str = "## Current Work\nreading", budget: int = 400
+) -> Retention:
+    seqs = [100 + i for i in range(len(messages))]
+    return retention_check(
+        messages,
+        (0, len(messages)),
+        summary,
+        budget_tokens=budget,
+        estimate_text=estimate_tokens,
+        seqs=seqs,
+    )
+
+
+def test_provenance_references_round_trip() -> None:
+    """One format for one seq and for a range; the parser reads back what was written."""
+    assert history_ref(7) == "[history seq 7]"
+    assert history_ref(12, 40) == "[history seq 12-40]"
+    assert history_ref(40, 12) == "[history seq 12-40]"
+    assert history_ref(None) == ""
+    text = f"fold {history_ref(7)} and summary {history_ref(12, 40)}"
+    assert parse_history_refs(text) == [(7, 7), (12, 40)]
+    assert parse_history_refs("[history seq x]") == []
+
+
+def test_stated_facts_the_summary_lacks_are_kept_with_their_seq() -> None:
+    """A statement with a value, an error name, a URL: kept as stated, naming its message."""
+    messages = [
+        Message.user("By the way, the deploy freeze window is 14:30-16:00 this week."),
+        Message.tool("c1", "note: the payment retry limit is 48213 for every tenant"),
+        Message.tool("c2", "The run failed with a KeyError raised in the request handler."),
+        Message.tool("c3", "See https://status.example.test/incidents/4412 for the timeline."),
+    ]
+    result = check(messages)
+    assert result.block.startswith(RETAINED_HEADING + "\n")
+    lines = result.block.splitlines()[1:]
+    assert any("48213" in line and line.endswith("[history seq 101]") for line in lines)
+    assert any("KeyError" in line and "[history seq 102]" in line for line in lines)
+    assert any("14:30-16:00" in line and "[history seq 100]" in line for line in lines)
+    assert any("https://status.example.test/incidents/4412" in line for line in lines)
+    assert result.found == len(result.kept) == 4 and result.dropped == 0
+
+
+def test_what_the_summary_already_holds_is_not_repeated() -> None:
+    """An atom whose value appears in the summary is not retained."""
+    messages = [Message.tool("c1", "note: the payment retry limit is 48213 for every tenant")]
+    assert check(messages, summary="The retry limit is 48213.").block == ""
+
+
+def test_code_data_rows_and_repeated_shapes_are_left_to_the_history_tools() -> None:
+    """Source code, bare `KEY=value` rows and templated log lines are not stated facts."""
+    code = "\n".join(f"    worker_{i} = pool.lease(bucket, {100 + i})" for i in range(5))
+    config = "\n".join(f"CACHE_FIELD_{i}={1000 + i}" for i in range(5))
+    logs = "\n".join(
+        f"2025-03-12T12:27:{10 + i}Z INFO web-{i} drops payload {5000 + i} in {90 + i}ms"
+        for i in range(6)
+    )
+    messages = [Message.tool("c1", code), Message.tool("c2", config), Message.tool("c3", logs)]
+    assert check(messages).found == 0
+
+
+def test_chinese_and_japanese_statements_are_facts() -> None:
+    """A value stated after `：`, 是, 为 or は is an atom, in CJK text too."""
+    messages = [
+        Message.tool("c1", "说明：值班别名是 oncall-amber-442，请留意。"),
+        Message.tool("c2", "補足：障害チケット番号は INC-76612 に変更済み。"),
+        Message.tool("c3", "备注：发布代号为 onyx-quartz-46。"),
+    ]
+    block = check(messages).block
+    for value in ("oncall-amber-442", "INC-76612", "onyx-quartz-46"):
+        assert value in block
+
+
+def test_the_budget_bounds_the_block_and_the_most_salient_win() -> None:
+    """Within the budget, errors and the user's words beat a plain number in tool output."""
+    messages = [
+        Message.tool("c1", "The archive holds 48213 files from the first import run today."),
+        Message.user("Remember that the staging port is 61046 for the new cluster."),
+        Message.tool("c2", "The nightly job stopped with a TimeoutError in the export step."),
+    ]
+    small = check(messages, budget=40)
+    assert estimate_tokens(small.block) <= 40
+    assert small.kept and small.kept[0].kind in ("error", "fact")
+    assert small.dropped >= 1
+    assert check(messages, budget=0).block == ""
+
+
+def test_a_fact_carried_from_an_earlier_summary_keeps_its_original_seq() -> None:
+    """Lines of an earlier summary name their originals; nested references are not stacked."""
+    earlier = Message.user(
+        "<compacted-summary>\n## Retained facts\n"
+        "- note: the payment retry limit is 48213 for every tenant [history seq 7]\n"
+        "</compacted-summary>"
+    )
+    block = check([earlier]).block
+    assert block.count("[history seq") == 1
+    assert block.endswith("[history seq 7]")
+
+
+def test_the_check_is_deterministic() -> None:
+    """The same span and summary always give the same block (recovery relies on it)."""
+    messages = [
+        Message.tool("c1", "note: the payment retry limit is 48213 for every tenant"),
+        Message.tool("c2", "The nightly job stopped with a TimeoutError in the export step."),
+    ]
+    assert check(messages) == check(messages)
