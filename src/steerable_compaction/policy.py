@@ -22,6 +22,7 @@ catalogue) → window tier → model-family rule → explicit overrides (validat
 | `max_consecutive_failures`      | 3                        | 3                       |
 | `max_overflow_retries`          | 2                        | 2                       |
 | `summarizer_enabled`            | True                     | True                    |
+| `recall_result_tokens`          | 2000                     | 2000                    |
 
 Threshold (R11): `min(floor(window * threshold_ratio), window - reserve - headroom)`. Unless
 set explicitly, `reserve = min(output need, window // 4, 32768)` (output need: the family rule,
@@ -41,6 +42,7 @@ at that share of the threshold (fewer messages, never fewer than the newest turn
 summary frees room even when the last messages are large; the fold horizon (R18) moves with it.
 `keep_user_messages_ratio` is the share of the threshold a summary keeps for the user's own
 messages from the span it replaces, verbatim, newest first (0 turns it off).
+`recall_result_tokens` caps each `history_search` / `history_read` result (at least 256).
 """
 
 from __future__ import annotations
@@ -104,6 +106,7 @@ _INT_BOUNDS: Final[Mapping[str, tuple[int, int | None]]] = {
     "max_overflow_retries": (0, None),
     "reserved_output_tokens": (0, None),
     "headroom_tokens": (0, None),
+    "recall_result_tokens": (256, None),
 }
 _DERIVED: Final = frozenset({"reserved_output_tokens", "headroom_tokens"})
 _BOOLS: Final = ("image_offload", "summarizer_enabled", "fold_first")
@@ -170,6 +173,7 @@ class CompactionPolicy:
     reserved_output_tokens: int | None = None
     headroom_tokens: int | None = None
     summarizer_enabled: bool = True
+    recall_result_tokens: int = 2000
 
     def __post_init__(self) -> None:
         for key in _INT_BOUNDS:
