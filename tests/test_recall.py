@@ -18,6 +18,7 @@ from steerable_compaction.recall import (
     HistoryPage,
     hidden_seqs,
     parse_query,
+    prepare_index,
     read_history,
     search,
     search_history,
@@ -380,6 +381,14 @@ def test_the_index_follows_appends_reading_only_new_entries() -> None:
     finally:
         WordIndex.update = original  # type: ignore[method-assign]
     assert seen == [9]
+
+
+def test_prepare_index_builds_the_memory_index_at_once() -> None:
+    """`prepare_index` reads every entry now, so the first search reads nothing more."""
+    record = session(MemoryRecord())
+    prepare_index(record)
+    words = search._state(record).words
+    assert words is not None and words.done == len(record)
 
 
 def test_jsonl_search_is_rebuilt_on_open_and_drops_a_torn_line(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from steerable_compaction.errors import RecallError
 from steerable_compaction.messages import Message
-from steerable_compaction.recall import hidden_seqs, search, search_history
+from steerable_compaction.recall import hidden_seqs, prepare_index, search, search_history
 from steerable_compaction.recall.fts import TABLE, match_expression
 from steerable_compaction.recall.text import matches, normalize, parse_query, searchable
 from steerable_compaction.record import (
@@ -244,6 +244,16 @@ def test_a_writer_indexes_every_message_in_its_database(tmp_path: Path) -> None:
         summarize(record, 4, 6)
         assert [h.seq for h in search_history(record, "778899")] == [9]
         assert indexed_rows(path) == message_seqs(record)
+
+
+def test_prepare_index_indexes_without_a_search(tmp_path: Path) -> None:
+    """`prepare_index` brings the table up to date at once, on a writer."""
+    path = tmp_path / "r.db"
+    with SqliteRecord(path) as record:
+        session(record)
+        prepare_index(record)
+        assert indexed_rows(path) == message_seqs(record)
+        assert search._state(record).words is None
 
 
 def test_a_reopened_writer_catches_up_what_it_missed(tmp_path: Path) -> None:

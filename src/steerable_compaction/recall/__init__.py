@@ -5,6 +5,7 @@ one of them. Recall searches and reads those raw messages that the projection no
 
 - `search_history(record, query, limit=5)` → ranked `HistoryHit`s;
 - `read_history(record, seq, offset=0, max_tokens=...)` → a `HistoryPage` of one message;
+- `prepare_index(record)`: build the index now (a SQLite writer then indexes each append);
 - the same as the model's tools `history_search` / `history_read`: `history_tools` (for
   `CoreLoop`), `openai_tool_schemas` / `anthropic_tool_schemas` with `execute_history_tool`
   (for your own loop).
@@ -25,6 +26,7 @@ from .search import (
     HistoryHit,
     HistoryPage,
     hidden_seqs,
+    prepare_index,
     read_history,
     search_history,
 )
@@ -60,6 +62,7 @@ __all__ = [
     "history_tools",
     "openai_tool_schemas",
     "parse_query",
+    "prepare_index",
     "read_history",
     "search_history",
 ]

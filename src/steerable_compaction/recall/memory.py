@@ -7,12 +7,13 @@ searches pay only for what came since.
 
 from __future__ import annotations
 
+import re
 from array import array
 from collections.abc import Iterator, Sequence
 
 from ..messages import Message
 from ..record import CompactionBoundary, Entry, MessageAppended, Record
-from .text import HISTORY_TOOL_NAMES, MIN_INDEXED_CHARS, searchable
+from .text import CJK, HISTORY_TOOL_NAMES, MIN_INDEXED_CHARS, searchable
 
 __all__ = ["Catalog", "Visibility", "WordIndex", "grams"]
 
@@ -95,20 +96,22 @@ class Visibility:
 
 
 class WordIndex:
-    """An inverted index from words to the messages that hold them, with trigrams over words.
+    """An inverted index of the messages' words and CJK characters, with trigrams over words.
 
-    A message's words are the whitespace-separated pieces of its case-folded text. A term
-    without whitespace occurs in a message exactly when it occurs inside one of its words, so
-    the trigrams of the distinct words (each word indexed once, however often it recurs) find
-    the words, and the words' postings find the messages. Indexing a message costs one split
-    and one posting append per distinct word; trigrams cost only for words never seen before.
+    A message's tokens are, in its case-folded text, its words (maximal runs of letters, digits
+    and `_` outside the CJK scripts) and its distinct CJK characters. Wherever a term occurs,
+    each word of the term lies inside a word of the message and each CJK character of the term
+    is one of the message's, so the postings of those tokens narrow the candidates; the match
+    rule then checks them. The trigrams of each distinct word (indexed once, however often it
+    recurs) find the words that contain a piece of a term. Indexing a message costs one regex
+    pass and one posting append per distinct token; trigrams only for words never seen before.
     """
 
     __slots__ = ("_grams", "_postings", "_words", "done")
 
     def __init__(self) -> None:
-        self._postings: dict[str, array[int]] = {}  # word → message seqs, ascending
-        self._words: list[str] = []  # word id → word
+        self._postings: dict[str, array[int]] = {}  # token → message seqs, ascending
+        self._words: list[str] = []  # word id → word (CJK characters are not words)
         self._grams: dict[str, array[int]] = {}  # trigram → ids of the words holding it
         self.done = 0  # entries read so far
 
@@ -120,11 +123,13 @@ class WordIndex:
             if not isinstance(event, MessageAppended):
                 continue
             seq = entry.seq
-            for word in set(searchable(event.message).casefold().split()):
-                seqs = postings.get(word)
+            folded = searchable(event.message).casefold()
+            for token in _tokens(folded):
+                seqs = postings.get(token)
                 if seqs is None:
-                    postings[word] = array("q", (seq,))
-                    self._add_word(word)
+                    postings[token] = array("q", (seq,))
+                    if not _is_cjk(token):
+                        self._add_word(token)
                 else:
                     seqs.append(seq)
         self.done = len(entries)
@@ -139,36 +144,64 @@ class WordIndex:
             else:
                 ids.append(word_id)
 
-    def candidates(self, terms: Sequence[str]) -> list[int]:
+    def candidates(self, terms: Sequence[str]) -> list[int] | None:
         """Seqs, newest first, of the messages that may hold every term (a superset).
 
-        Each term must have a whitespace-free piece of at least `MIN_INDEXED_CHARS`
-        characters; only such pieces are looked up, the rest is left to verification.
+        Only words of three or more characters and CJK characters narrow the candidates;
+        `None` when the terms hold none (every message is a candidate).
         """
-        found: set[int] | None = None
-        pieces = {p for term in terms for p in term.split(" ") if len(p) >= MIN_INDEXED_CHARS}
-        for piece in sorted(pieces, key=len, reverse=True):  # longer pieces are rarer
-            seqs = self._containing(piece)
-            found = seqs if found is None else found & seqs
-            if not found:
-                return []
-        return sorted(found or (), reverse=True)
+        options: list[tuple[int, list[array[int]]]] = []  # (size bound, postings to unite)
+        for term in terms:
+            for word in _WORDS.findall(term):
+                if len(word) >= MIN_INDEXED_CHARS:
+                    lists = [self._postings[w] for w in self._words_containing(word)]
+                    options.append((sum(map(len, lists)), lists))
+            for char in _cjk_chars(term):
+                seqs = self._postings.get(char)
+                options.append((0, []) if seqs is None else (len(seqs), [seqs]))
+        if not options:
+            return None
+        options.sort(key=lambda option: option[0])
+        found: set[int] = set().union(*options[0][1])
+        for _, lists in options[1:_NARROWING]:
+            if len(found) <= _FEW:  # checking a few candidates beats uniting long postings
+                break
+            found.intersection_update(lists[0] if len(lists) == 1 else set().union(*lists))
+        return sorted(found, reverse=True)
 
-    def _containing(self, piece: str) -> set[int]:
-        """Seqs of the messages with a word that contains `piece`."""
+    def _words_containing(self, piece: str) -> list[str]:
         lists: list[array[int]] = []
         for gram in grams(piece):
             ids = self._grams.get(gram)
             if ids is None:
-                return set()
+                return []
             lists.append(ids)
         lists.sort(key=len)
         ids_found = set(lists[0])
         for other in lists[1:3]:  # the rarest trigrams narrow enough; the check below is exact
             ids_found.intersection_update(other)
-        out: set[int] = set()
-        for word_id in ids_found:
-            word = self._words[word_id]
-            if piece in word:
-                out.update(self._postings[word])
-        return out
+        return [word for word in map(self._words.__getitem__, ids_found) if piece in word]
+
+
+_NARROWING = 4  # the most token constraints intersected; verification does the rest
+_FEW = 64
+_WORDS = re.compile(f"[^\\W{CJK}]+")
+_ASCII_WORDS = re.compile("[a-z0-9_]+")  # the same words in case-folded ASCII text, faster
+_CJK_RUNS = re.compile(f"[{CJK}]+")
+
+
+def _is_cjk(token: str) -> bool:
+    return _CJK_RUNS.fullmatch(token) is not None
+
+
+def _cjk_chars(folded: str) -> set[str]:
+    return set("".join(_CJK_RUNS.findall(folded)))
+
+
+def _tokens(folded: str) -> set[str]:
+    """The distinct words and CJK characters of a case-folded text."""
+    if folded.isascii():
+        return set(_ASCII_WORDS.findall(folded))
+    tokens = set(_WORDS.findall(folded))
+    tokens.update(_cjk_chars(folded))
+    return tokens

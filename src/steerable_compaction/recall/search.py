@@ -38,6 +38,7 @@ __all__ = [
     "HistoryHit",
     "HistoryPage",
     "hidden_seqs",
+    "prepare_index",
     "read_history",
     "search_history",
 ]
@@ -168,6 +169,25 @@ def search_history(record: Record, query: str, *, limit: int = 5) -> list[Histor
         return hits
 
 
+def prepare_index(record: Record) -> None:
+    """Bring `record`'s search index up to date now, rather than at the first search.
+
+    For a writable `SqliteRecord` this also attaches the FTS5 index, so every later append is
+    indexed inside its own transaction; call it when a session opens its record.
+    """
+    state = _state(record)
+    with state.lock:
+        state.refresh(record)
+        if isinstance(record, SqliteRecord):
+            if state.fts is None:
+                state.fts = FtsIndex()
+            if state.fts.usable(record, state.catalog):
+                return
+        if state.words is None:
+            state.words = WordIndex()
+        state.words.update(record.entries)
+
+
 def _candidates(state: _State, record: Record, terms: tuple[str, ...]) -> Iterable[int]:
     if isinstance(record, SqliteRecord):
         if state.fts is None:
@@ -177,7 +197,10 @@ def _candidates(state: _State, record: Record, terms: tuple[str, ...]) -> Iterab
     if state.words is None:
         state.words = WordIndex()
     state.words.update(record.entries)
-    return state.words.candidates(terms)
+    found = state.words.candidates(terms)
+    if found is None:  # e.g. only punctuation: check every message (exact, and rare)
+        return state.catalog.newest_first(len(record.entries))
+    return found
 
 
 def _verify(

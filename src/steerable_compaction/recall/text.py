@@ -25,6 +25,7 @@ from ..errors import RecallError
 from ..messages import ImagePart, Message, TextPart, ToolCall
 
 __all__ = [
+    "CJK",
     "HISTORY_TOOL_NAMES",
     "MAX_QUERY_CHARS",
     "MAX_TERMS",
@@ -55,12 +56,13 @@ they are checked on the candidates of the query's other terms."""
 SNIPPET_CHARS = 240
 """The longest snippet, not counting the `…` marks at clipped ends."""
 
-# Han (with extensions and compatibility ideographs), kana, Hangul and the iteration marks.
-_CJK = (
+CJK = (
     "\u3005\u3006\u3007\u3041-\u309f\u30a0-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff"
     "\uac00-\ud7af\u1100-\u11ff\u3130-\u318f\uf900-\ufaff\uff66-\uff9f\U00020000-\U0003134f"
 )
-_RUNS = re.compile(f"[{_CJK}]+|[^{_CJK}]+")
+"""A regex character-class body of the Chinese, Japanese and Korean scripts: Han (with its
+extensions and compatibility ideographs), kana, Hangul, and the ideographic iteration marks."""
+_RUNS = re.compile(f"[{CJK}]+|[^{CJK}]+")
 # Full-width and ideographic punctuation separates words in a query, like a space.
 _CJK_PUNCTUATION = re.compile(
     "[\u3000-\u3004\u3008-\u3011\u3014-\u301f\u30fb\uff01-\uff0f\uff1a-\uff20]"
