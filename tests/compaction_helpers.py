@@ -28,6 +28,7 @@ class Knobs:
     fold_first: bool = True
     max_tail_tokens: int = 10**9
     user_message_tokens: int = 0
+    summary_chain_tokens: int = 10**9
 
 
 def est(message: Message) -> int:

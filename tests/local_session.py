@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from steerable_compaction import Message, ToolCall
-from steerable_compaction.compaction import SUMMARY_INSTRUCTION
+from steerable_compaction.compaction import is_summary_instruction
 from steerable_compaction.harness import Harness, load_harness
 from steerable_compaction.loop import Tool
 from steerable_compaction.providers.base import (
@@ -52,7 +52,7 @@ class ScriptedOverModel:
     _reads: int = 0
 
     async def complete(self, request: CompletionRequest) -> Completion:
-        summary = request.messages[-1].text == SUMMARY_INSTRUCTION
+        summary = is_summary_instruction(request.messages[-1].text)
         start = time.perf_counter()
         completion = await self.model.complete(request if summary else _one_token(request))
         seconds = time.perf_counter() - start
@@ -78,7 +78,7 @@ class ScriptedOverModel:
     @property
     def summary_calls(self) -> list[Call]:
         """The summarizer requests, in order."""
-        return [c for c in self.calls if c.request.messages[-1].text == SUMMARY_INSTRUCTION]
+        return [c for c in self.calls if is_summary_instruction(c.request.messages[-1].text)]
 
 
 def _one_token(request: CompletionRequest) -> CompletionRequest:

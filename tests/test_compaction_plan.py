@@ -64,8 +64,12 @@ def test_aggressive_mode_summarizes_even_when_fold_would_do() -> None:
     messages = session(10)
     pressure = total(messages)
     knobs = Knobs(threshold_tokens=pressure - 500)
+    assert knobs.fold_first  # so the pressure path would stop at the fold ...
+    normal = plan_compaction(messages, knobs, pressure=pressure, estimate=est)
+    assert isinstance(normal, FoldRewrite)
     plan = plan_compaction(messages, knobs, pressure=pressure, estimate=est, mode="aggressive")
-    assert isinstance(plan, SummaryNeeded)
+    assert isinstance(plan, SummaryNeeded)  # ... and the forced paths summarize anyway
+    assert plan.request.span == normal.regions.middle and not plan.fold_enough
 
 
 def test_r14_fold_only_mode_never_summarizes() -> None:

@@ -35,7 +35,10 @@ def run(messages: list[Message], **overrides: object):  # type: ignore[no-untype
 
 
 def test_r17_fold_marker_keeps_tool_name_size_seq_and_head_tail_excerpt() -> None:
-    """R17: a fold keeps the tool name, original size, record seq and `fold_excerpt_chars`."""
+    """R17: a fold keeps the tool name, original size, record seq and `fold_excerpt_chars`.
+
+    The seq is named in the provenance format the history tools read (`[history seq N]`).
+    """
     body = "HEAD" + "m" * 5_000 + "TAIL"
     folded = fold_marker(
         ToolResult(call_id="c", content=(TextPart(text=body),), is_error=True),
@@ -46,7 +49,8 @@ def test_r17_fold_marker_keeps_tool_name_size_seq_and_head_tail_excerpt() -> Non
     assert folded.call_id == "c"
     assert folded.is_error
     assert folded.text == (
-        "[folded tool result: read_file, 5,008 chars; the full result is in record seq 41]\n"
+        "[folded tool result: read_file, 5,008 chars; the full result is in the record] "
+        "[history seq 41]\n"
         "HEADm\n…\nmTAIL"
     )
 
@@ -77,7 +81,7 @@ def test_r17_folds_results_older_than_keep_last_tool_results_in_the_middle() -> 
     for i in folded:
         text = result.messages[i].text
         assert text.startswith(f"{FOLD_PREFIX}read_file, ")
-        assert f"record seq {100 + i}" in text
+        assert f"[history seq {100 + i}]" in text
     assert result.saved_tokens == sum(est(messages[i]) - est(result.messages[i]) for i in folded)
 
 
@@ -120,6 +124,10 @@ def test_r19_old_images_become_pointers_and_the_newest_are_kept() -> None:
     (edit,) = [e for e in result.edits if e.index == 6]
     digest = hashlib.sha256(PNG + b"a").hexdigest()[:12]
     assert edit.message == Message.user(f"[image offloaded: {digest}, image/png, round 6]")
+    seqs = [1000 + i for i in range(len(messages))]
+    named = run(messages, horizon=regions.tail_start, rounds=rounds, seqs=seqs)
+    (edit,) = [e for e in named.edits if e.index == 6]
+    assert edit.message.text.endswith(", round 6] [history seq 1006]")
     assert result.messages[-1] is messages[-1]
 
 

@@ -6,11 +6,14 @@ from hypothesis import strategies as st
 
 from steerable_compaction import Message, ToolCall
 from steerable_compaction.compaction import (
+    newest_turn,
     pair_issues,
+    pinned_indices,
     repair_tool_pairs,
     select_regions,
     summary_message,
 )
+from steerable_compaction.compaction.regions import goal_index
 
 from .compaction_helpers import est, session, tool_round, total
 from .strategies import agent_transcripts, message_lists
@@ -25,15 +28,23 @@ def test_r21_head_is_system_messages_and_the_first_user_message() -> None:
     assert regions.middle == (3, len(messages) - 2)
 
 
-def test_r21_goal_found_after_restored_tool_results() -> None:
-    """R21: when a restored log starts with tool results, the goal is still found behind them."""
+def test_r21_tool_rounds_before_the_goal_are_compactable_and_the_goal_is_pinned() -> None:
+    """R21: a restored log's rounds before the goal are middle; the goal is found and pinned.
+
+    The head is the system messages alone, so those rounds can be summarized; the goal, behind
+    them, is kept verbatim by every replacement (`pinned_indices`).
+    """
     messages = [
         Message.system("s"),
         Message.tool("gone_1", "orphan output"),
         Message.user("the real goal"),
         *session(4)[2:],
     ]
-    assert select_regions(messages, 2).head_end == 3
+    regions = select_regions(messages, 2)
+    assert regions.head_end == 1
+    assert regions.span == (1, regions.tail_start)
+    assert 2 in pinned_indices(messages)
+    assert goal_index(messages) == 2
 
 
 def test_r21_without_a_user_message_the_head_is_the_leading_system_messages() -> None:
@@ -89,6 +100,25 @@ def test_r23_the_newest_turn_and_all_its_results_stay_in_the_tail() -> None:
     ]
     regions = select_regions(messages, keep_last_messages=1)
     assert regions.tail_start == len(messages) - 4
+
+
+def test_r23_newest_turn_is_the_newest_assistant_call_and_its_results_only() -> None:
+    """R23: `newest_turn` is the newest assistant call and its results, nothing older.
+
+    Once a newer assistant message called no tool, there is no newest turn to protect.
+    """
+    calls = [ToolCall(id="a", name="run"), ToolCall(id="b", name="run")]
+    messages = [
+        *session(2),
+        Message.assistant(None, calls),
+        Message.tool("a", "out"),
+        Message.user("steer"),
+        Message.tool("b", "out"),
+    ]
+    n = len(messages)
+    assert newest_turn(messages) == frozenset({n - 4, n - 3, n - 1})
+    assert newest_turn([*messages, Message.assistant("done")]) == frozenset()
+    assert newest_turn([Message.user("u")]) == frozenset()
 
 
 def test_the_token_cap_shrinks_the_tail_but_never_below_the_newest_turn() -> None:

@@ -11,6 +11,8 @@ from steerable_compaction.compaction.state import (
     after_pressure_compaction,
     after_summary_attempt,
     at_step,
+    close_after_rounds,
+    gate_round,
     healthy,
     micro_due,
     pressure_gate,
@@ -40,7 +42,7 @@ def test_r33_a_healthy_round_does_not_close_an_open_circuit() -> None:
     state = EngineState(rapid_refills=3, circuit="rapid_refill")
     after = healthy(state, POLICY)
     assert after.circuit == "rapid_refill"
-    assert pressure_gate(after, POLICY, 50_000) == "circuit_open"
+    assert pressure_gate(after, POLICY, 9_000) == "circuit_open"
 
 
 def test_r33_refills_count_from_the_last_successful_compaction() -> None:
@@ -165,6 +167,54 @@ def test_r13_overflow_retries_are_spent_until_none_is_left() -> None:
     assert take_overflow_retry(state, POLICY) is None
 
 
+def test_r33_a_healthy_round_inside_the_refill_window_keeps_the_refill_count() -> None:
+    """R16 + R33: right after a compaction, low pressure does not reset the refill count.
+
+    Outside the window it does; the failure count resets either way.
+    """
+    state = EngineState(round=5, last_success_round=3, rapid_refills=2, consecutive_failures=1)
+    inside = healthy(state, POLICY)
+    assert (inside.rapid_refills, inside.consecutive_failures) == (2, 0)
+    outside = healthy(EngineState(round=7, last_success_round=3, rapid_refills=2), POLICY)
+    assert outside.rapid_refills == 0
+
+
+def test_r33_thrash_with_healthy_rounds_in_between_opens_the_circuit() -> None:
+    """R33: compactions every 3 rounds, pressure below the threshold in between, trip it."""
+    state = EngineState()
+    tripped_at = None
+    for round_ in range(1, 20):
+        state = at_step(state, round_=round_, turn=1)
+        pressure = 8_500 if round_ % 3 == 1 else 3_000
+        state, gate = gate_round(state, POLICY, pressure)
+        if gate == "compact":
+            state = after_pressure_compaction(state, POLICY, post_tokens=2_000, effective=True)
+        if state.circuit == "rapid_refill":
+            tripped_at = round_
+            break
+    assert tripped_at == 10  # compactions at rounds 1, 4, 7, 10: three refills in a row
+
+
+def test_an_open_circuit_closes_after_a_healthy_stretch() -> None:
+    """The circuit closes after `close_after_rounds` rounds in a row below the threshold."""
+    assert close_after_rounds(POLICY) == 9
+    state = EngineState(circuit="rapid_refill", rapid_refills=3)
+    for n in range(1, 9):
+        state, gate = gate_round(state, POLICY, 1_000)
+        assert gate == "below_threshold" and state.circuit == "rapid_refill", n
+    state, _ = gate_round(state, POLICY, 1_000)
+    assert state.circuit is None
+
+
+def test_a_round_over_the_threshold_restarts_the_healthy_stretch() -> None:
+    """Any round at or over the threshold sets the healthy count back to zero."""
+    state = EngineState(circuit="consecutive_failures", healthy_rounds=8)
+    state, gate = gate_round(state, POLICY, 9_000)
+    assert gate == "circuit_open" and state.healthy_rounds == 0
+    state, _ = gate_round(state, POLICY, 1_000)
+    assert state.circuit == "consecutive_failures"
+
+
 def test_r15_a_manual_request_is_state_until_the_forced_compaction() -> None:
     """R15: the host's request is part of the state; the manual compaction clears it."""
     state = request_manual(EngineState())
@@ -177,3 +227,16 @@ def test_summarizer_failure_is_remembered_in_the_state() -> None:
     failed = after_summary_attempt(EngineState(), failed=True)
     assert failed.summarizer_failed
     assert not after_summary_attempt(failed, failed=False).summarizer_failed
+
+
+def test_with_the_circuit_open_a_request_past_the_window_limit_still_compacts() -> None:
+    """An open circuit stops compaction at the threshold, not at the window's edge."""
+    policy = resolve_compaction_policy(None, 10_000, reserved_output_tokens=1_000)
+    state = EngineState(circuit="rapid_refill")
+    assert policy.limit_tokens == 9_000
+    assert pressure_gate(state, policy, policy.threshold_tokens) == "circuit_open"
+    assert pressure_gate(state, policy, 8_999) == "circuit_open"
+    assert pressure_gate(state, policy, 9_000) == "limit"
+    assert pressure_gate(EngineState(), policy, 9_000) == "compact"
+    failing = EngineState(circuit="consecutive_failures")
+    assert pressure_gate(failing, policy, 9_500) == "circuit_open"  # R32 stays shut

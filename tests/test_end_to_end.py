@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from steerable_compaction import Message, ToolCall
-from steerable_compaction.compaction import SUMMARY_INSTRUCTION, pair_issues
+from steerable_compaction.compaction import is_summary_instruction, pair_issues
 from steerable_compaction.engine import CompactionHooks
 from steerable_compaction.harness import load_harness
 from steerable_compaction.loop import CoreLoop, Tool
@@ -39,7 +39,7 @@ class ScriptedAgent:
 
     def __call__(self, request: CompletionRequest) -> Message:
         last = request.messages[-1]
-        if last.role == "user" and last.text == SUMMARY_INSTRUCTION:
+        if last.role == "user" and is_summary_instruction(last.text):
             self.summaries += 1
             return Message.assistant(SUMMARY)
         self.calls += 1

@@ -583,7 +583,12 @@ async def test_when_no_summary_can_be_written_the_overflow_path_folds(wired: boo
     for message in [*tool_round(0, "word " * 60), *tool_round(1, "short")]:
         record.append_message(message)
     failing = FakeSummarizer(error=ProviderError("boom", provider="fake", status_code=500))
-    knobs = {"keep_last_messages": 2, "keep_last_tool_results": 0, "keep_user_messages_ratio": 0}
+    knobs = {
+        "keep_last_messages": 2,
+        "keep_last_tool_results": 0,
+        "keep_user_messages_ratio": 0,
+        "fold_excerpt_chars": 40,
+    }
     s = Session(CompactionHooks(record, policy(**knobs), summarizer=failing if wired else None))
     assert await s.overflow() is not None
     outcome = s.hooks.last_outcome

@@ -107,6 +107,14 @@ BAD_VALUES: list[tuple[str, object, str]] = [
         for bad in (-0.01, 1, 1.0, float("nan"), False, "0.1", None)
     ],
     *[
+        ("retention_token_ratio", bad, "a float in [0, 1)")
+        for bad in (-0.01, 1, 1.0, float("nan"), False, "0.1", None)
+    ],
+    *[
+        ("summary_chain_ratio", bad, "a float in [0, 1]")
+        for bad in (-0.01, -0.5, 1.01, float("nan"), True, "0.25", None)
+    ],
+    *[
         (key, bad, "a bool")
         for key in ("image_offload", "summarizer_enabled", "fold_first")
         for bad in (1, 0, "yes", None)

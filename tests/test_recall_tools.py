@@ -18,7 +18,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from steerable_compaction.errors import ConfigError
-from steerable_compaction.loop import CoreLoop
+from steerable_compaction.loop import CoreLoop, Tool
 from steerable_compaction.messages import Message, ToolCall
 from steerable_compaction.recall import (
     HISTORY_READ,
@@ -260,7 +260,11 @@ async def test_tools_run_in_the_core_loop_and_their_results_are_not_hits() -> No
             "The error was ConnectionRefusedError on port 5432.",
         ]
     )
-    loop = CoreLoop(provider, record, tools=history_tools(record, max_tokens=2000))
+    tools = [
+        Tool(name=t.name, fn=t.fn, description=t.description, parameters=t.parameters)
+        for t in history_tools(record, max_tokens=2000)
+    ]
+    loop = CoreLoop(provider, record, tools=tools)
     assert [spec.name for spec in loop.tool_specs] == [HISTORY_SEARCH, HISTORY_READ]
     result = await loop.run_turn("What was the error?")
     assert result.stop == "answered"
@@ -275,7 +279,6 @@ async def test_tool_objects_answer_bad_arguments_with_text() -> None:
     """A `Tool`'s function gets parsed arguments; wrong types come back as error text."""
     search, read = history_tools(session(MemoryRecord()), max_tokens=2000)
     searched, read_back = await search.fn({"query": 1}), await read.fn({"seq": "x"})
-    assert isinstance(searched, str) and isinstance(read_back, str)
     assert searched.startswith("history_search error: the query must be")
     assert read_back.startswith("history_read error: seq must be an integer")
 
@@ -291,7 +294,7 @@ def test_schemas_are_fresh_copies() -> None:
 
 
 def test_the_three_shapes_describe_the_same_tools() -> None:
-    """OpenAI, Anthropic and `Tool` carry the same names, descriptions and parameters."""
+    """OpenAI, Anthropic and `HistoryTool` carry the same names, descriptions and parameters."""
     tools = history_tools(MemoryRecord(), max_tokens=2000)
     for tool, oa, an in zip(tools, openai_tool_schemas(), anthropic_tool_schemas(), strict=True):
         assert oa == {

@@ -141,6 +141,19 @@ def test_r31_micro_and_forced_compactions_are_exempt() -> None:
         fold(8_000, 5_000),  # >= 5,100 + 1,000 and >= threshold
     )
     assert check_trace(record, policy=POLICY).ok
+    # Where the post level decides: after the micro fold it is still the bracket's 4,000, so a
+    # pressure fold at 8,100 passes; the overflow fold sets it to 7,600, so one at 8,200 fails.
+    levels = record_with(
+        *bracket("k1", 9_000, 4_000),
+        fold(8_600, 7_900, trigger="micro"),
+        fold(8_100, 5_000),
+        fold(9_000, 7_600, trigger="overflow"),
+        fold(8_200, 5_000),
+    )
+    report = check_trace(levels, policy=POLICY)
+    assert report.counts() == {"hysteresis": 1}
+    assert report.violations[0].seq == len(levels) - 1
+    assert report.pressure_compactions == 3  # the bracket and the two pressure folds
 
 
 def test_r31_unclosed_bracket_counts_its_pre_level() -> None:
@@ -266,6 +279,9 @@ def test_is_summary_request_recognizes_the_engine_call() -> None:
 
 def test_record_entries_and_usage_messages_are_accepted() -> None:
     """`check_trace` reads a record or any iterable of entries alike."""
-    record = record_with(*bracket("k1", 9_000, 3_000))
+    record = record_with(*bracket("k1", 9_000, 3_000), fold(8_500, 8_600))
     record.append(MessageAppended(message=Message.assistant("ok"), usage=Usage(prompt_tokens=5)))
-    assert check_trace(list(record.entries), policy=POLICY).ok
+    from_list = check_trace(list(record.entries), policy=POLICY)
+    assert from_list == check_trace(record, policy=POLICY)
+    assert from_list.counts() == {"fold_shrinks": 1}  # the entries were read, not skipped
+    assert (from_list.closed_brackets, from_list.folds) == (1, 1)

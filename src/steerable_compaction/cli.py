@@ -203,41 +203,59 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 def _cmd_serve(args: argparse.Namespace) -> int:
     from .demo import ScriptedAgent, Workspace, build_provider
-    from .sidecar import Session, serve_stdio
+    from .host.session import Session
+    from .host.sessions import Sessions
+    from .host.stdio import serve_stdio
 
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="%(name)s: %(message)s")
-    workspace = Workspace()
     tools = (
         args.tools if args.tools is not None else ("demo" if args.provider == "demo" else "none")
     )
     window = _window(args)
-    provider = build_provider(
-        args.provider,
-        model=args.model,
-        base_url=args.base_url,
-        window=window,
-        agent=ScriptedAgent(workspace),
-    )
+
+    def open_session(record: Record) -> Session:
+        workspace = Workspace()  # each session gets its own provider and workspace
+        provider = build_provider(
+            args.provider,
+            model=args.model,
+            base_url=args.base_url,
+            window=window,
+            agent=ScriptedAgent(workspace),
+        )
+        return Session(
+            record,
+            provider,
+            model=args.model,
+            window=window,
+            tools=workspace.tools() if tools == "demo" else (),
+            system=args.system,
+            harness=args.harness,
+        )
+
     saved, protocol = sys.stdout, sys.stdout.buffer
     sys.stdout = sys.stderr  # stray prints must never corrupt the protocol stream
     try:
         with open_record(args.record) as record:
-            session = Session(
-                record,
-                provider,
-                model=args.model,
-                window=window,
-                tools=workspace.tools() if tools == "demo" else (),
-                system=args.system,
-                harness=args.harness,
+            session = open_session(record)
+            sessions = Sessions(
+                session,
+                directory=args.record_dir,
+                open_session=open_session,
+                max_sessions=args.max_sessions,
             )
             print(
                 f"steerable-compaction serve: {record.path} ({record.message_count} messages), "
-                f"provider {provider.name}, window {session.policy.max_context_tokens:,}, "
+                f"provider {session.provider.name}, "
+                f"window {session.policy.max_context_tokens:,}, "
                 "JSON-RPC 2.0 on stdin/stdout",
                 file=sys.stderr,
             )
-            asyncio.run(serve_stdio(session, sys.stdin.buffer, protocol))
+            with sessions:
+                asyncio.run(
+                    serve_stdio(
+                        sessions, sys.stdin.buffer, protocol, max_line_bytes=args.max_line_bytes
+                    )
+                )
     finally:
         sys.stdout = saved
     return 0
@@ -318,6 +336,26 @@ def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         choices=["demo", "none"],
         default=None,
         help="the demo workspace's read-only tools, or none (default: demo for --provider demo)",
+    )
+    serve.add_argument(
+        "--record-dir",
+        default=None,
+        metavar="DIR",
+        help="host named sessions too: one record per session id, DIR/<id>.jsonl",
+    )
+    serve.add_argument(
+        "--max-sessions",
+        type=int,
+        default=16,
+        metavar="N",
+        help="sessions open at once, the default one included (default: 16)",
+    )
+    serve.add_argument(
+        "--max-line-bytes",
+        type=int,
+        default=16 * 1024 * 1024,
+        metavar="N",
+        help="longest request line in bytes; a longer one gets -32600 (default: 16 MiB)",
     )
     serve.set_defaults(func=_cmd_serve)
 

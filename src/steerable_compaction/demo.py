@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Literal, TextIO, TypeAlias
 
 from .charts import MissingExtraError, pressure_series, render_pressure_chart
-from .compaction import SUMMARY_INSTRUCTION
+from .compaction import is_summary_instruction
 from .errors import ConfigError
 from .loop import Tool
 from .messages import Message, ToolCall
@@ -208,7 +208,7 @@ class ScriptedAgent:
     def __call__(self, request: CompletionRequest) -> Message:
         """The agent's next message for `request`."""
         last = request.messages[-1] if request.messages else Message.user("")
-        if last.role == "user" and last.text == SUMMARY_INSTRUCTION:
+        if last.role == "user" and is_summary_instruction(last.text):
             self.summaries += 1
             return Message.assistant(self.summary(request.messages))
         if not {"list_files", "read_file", "grep"} <= {t.name for t in request.tools}:
@@ -302,7 +302,7 @@ class ScriptedOverProvider:
 
     async def complete(self, request: CompletionRequest) -> Completion:
         """Evaluate `request`; keep the reply for summaries, script it for turns."""
-        if request.messages and request.messages[-1].text == SUMMARY_INSTRUCTION:
+        if request.messages and is_summary_instruction(request.messages[-1].text):
             return await self.inner.complete(request)
         done = await self.inner.complete(dataclasses.replace(request, max_output_tokens=1))
         message = self.agent(request)
@@ -543,8 +543,8 @@ def _compaction_line(event: Mapping[str, Any], before_round: int, measured: int 
 
 async def run_demo(options: DemoOptions, out: TextIO | None = None) -> DemoResult:
     """Run the demo session (see the module docstring); returns where things were written."""
+    from .host.session import Session
     from .record import SqliteRecord
-    from .sidecar import Session
 
     stream = out if out is not None else sys.stdout
     directory = options.directory

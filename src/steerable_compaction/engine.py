@@ -22,9 +22,11 @@ from .compaction import (
     SummaryNeeded,
     excerpt_summary,
     plan_compaction,
+    plan_merge,
     summary_message,
 )
 from .compaction.regions import REMINDER_TAG
+from .compaction.retention import Retention, retention_check
 from .compaction.state import (
     CircuitReason,
     EngineState,
@@ -59,7 +61,7 @@ from .record import (
     Reminder,
     SummarySource,
 )
-from .tokens import TokenMeter
+from .tokens import TokenMeter, estimate_tokens
 from .writer import CompactionWriter
 
 __all__ = [
@@ -223,7 +225,7 @@ class CompactionHooks:
             done.append(outcome)
         pressure = self.pressure()
         self._state, gate = gate_round(self._state, self.policy, pressure)
-        if gate == "compact":
+        if gate in ("compact", "limit"):
             outcome = await self._compact("pressure", "normal", pressure)
             done.append(outcome)
             was_open = self._state.circuit
@@ -322,6 +324,8 @@ class CompactionHooks:
                 outcome = self._fold(plan.prune, plan.action, trigger, pre)
             case SummaryNeeded():
                 outcome = await self._summarize(plan, messages, trigger)
+                if outcome.written and outcome.compaction_id is not None:
+                    outcome = await self._merge_chain(outcome, trigger)
             case _:
                 assert_never(plan)
         self.last_outcome = outcome
@@ -335,6 +339,38 @@ class CompactionHooks:
                 outcome.reason,
             )
         return outcome
+
+    async def _merge_chain(
+        self, first: CompactionOutcome, trigger: CompactionTrigger
+    ) -> CompactionOutcome:
+        """After a summary: merge the chain's oldest summaries if it outgrew its budget.
+
+        The merge is a bracket of its own, right after the summary's; the outcome is the
+        summary's, carried to the merge's post level. A merge that cannot be written leaves the
+        chain as it is (the next compaction tries again).
+        """
+        projection = self.record.projection
+        messages = list(projection.messages)
+        plan = plan_merge(
+            messages,
+            self.policy,
+            pressure=first.post_tokens,
+            estimate=self.meter.estimate,
+            rounds=self._rounds(projection.seqs),
+            replay_images=self._replay_images,
+        )
+        if plan is None:
+            return first
+        merged = await self._summarize(plan, messages, trigger)
+        if not merged.written:
+            return replace(first, reason=f"{first.reason}; the chain merge failed: {merged.reason}")
+        return replace(
+            first,
+            post_tokens=merged.post_tokens,
+            effective=first.effective and merged.post_tokens < self.policy.threshold_tokens,
+            summarizer_called=first.summarizer_called or merged.summarizer_called,
+            reason=f"{first.reason}; merged the chain's oldest summaries ({merged.reason})",
+        )
 
     def _summarizer_on(self) -> bool:
         return self._summarizer is not None and self.policy.summarizer_enabled
@@ -376,7 +412,7 @@ class CompactionHooks:
             kept=plan.kept,
         )
         attempt = await self._write_summary(plan, messages)
-        if called:
+        if called and not plan.merge:  # a failed merge leaves the chain; summaries still work
             self._state = after_summary_attempt(self._state, failed=attempt.failure is not None)
         if attempt.text is None:
             failure = attempt.failure or "no summary could be written"
@@ -431,12 +467,25 @@ class CompactionHooks:
         kept: Sequence[int],
         called: bool,
     ) -> CompactionOutcome:
-        """Close bracket `cid`: the kept user messages, then the summary, replace `span`."""
+        """Close bracket `cid`: the kept messages, then the summary, replace `span`.
+
+        The retention check adds the span's salient facts the summary lacks (deterministic:
+        recovery rebuilds the same text from the same projection), and the summary names the
+        record seqs it replaces.
+        """
         begin, end = span
-        messages = self.record.projection.messages
+        projection = self.record.projection
+        messages = projection.messages
+        seqs = projection.seqs
+        history = (min(seqs[begin:end]), max(seqs[begin:end])) if end > begin else None
+        retention = self._retention(messages, span, summary, frozenset(kept))
+        text = f"{summary.rstrip()}\n\n{retention.block}" if retention.block else summary
+        users_only = all(messages[i].role == "user" for i in kept)
         replacement = (
             *(messages[i] for i in kept),
-            summary_message(summary, end - begin, len(kept)),
+            summary_message(
+                text, end - begin, len(kept), kept_users_only=users_only, history=history
+            ),
         )
         action: CompactionAction = "summarize" if source == "summarizer" else "excerpt"
         return self._writer.close(
@@ -447,6 +496,37 @@ class CompactionHooks:
             trigger=trigger,
             pre_tokens=pre_tokens,
             summarizer_called=called,
+            history=history,
+            retained=(retention.found, len(retention.kept)),
+        )
+
+    def _retention(
+        self,
+        messages: Sequence[Message],
+        span: tuple[int, int],
+        summary: str,
+        kept: frozenset[int],
+    ) -> Retention:
+        """The retention check for a summary of `messages[span]` (within the policy's budget).
+
+        Priced with the static estimator, not the usage-calibrated meter, so the block depends
+        only on the record and the policy.
+        """
+        begin, end = span
+        span_tokens = sum(estimate_tokens(messages[i]) for i in range(begin, end) if i not in kept)
+        # Never more than half of what the summary leaves free, so the rewrite still shrinks.
+        free = span_tokens - estimate_tokens(summary) - 16
+        budget = min(self.policy.retention_tokens, span_tokens // 8, free // 2)
+        if budget <= 0:
+            return Retention(found=0, kept=(), block="")
+        return retention_check(
+            messages,
+            span,
+            summary,
+            budget_tokens=budget,
+            estimate_text=estimate_tokens,
+            seqs=self.record.projection.seqs,
+            skip=kept,
         )
 
     async def _write_summary(self, plan: SummaryNeeded, messages: list[Message]) -> SummaryAttempt:
@@ -454,6 +534,13 @@ class CompactionHooks:
         failure: str | None = None
         room = plan.middle_tokens - plan.kept_tokens  # what the summary message must undercut
         kept = len(plan.kept)
+
+        def price(text: str) -> int:
+            message = summary_message(
+                text, plan.replaced, kept, kept_users_only=plan.kept_users_only
+            )
+            return self.meter.estimate(message)
+
         if self._summarizer_on():
             assert self._summarizer is not None
             try:
@@ -464,10 +551,14 @@ class CompactionHooks:
                 text = text.strip() if isinstance(text, str) else ""
                 if not text:
                     failure = "summarizer returned an empty summary"
-                elif self.meter.estimate(summary_message(text, plan.replaced, kept)) >= room:
+                elif price(text) >= room:
                     failure = "summarizer's summary does not shrink the span"
                 else:
                     return SummaryAttempt(text=text, source="summarizer")
+            if plan.merge:
+                # The chain stays as it is: an excerpt of summaries keeps less than they do.
+                logger.warning("%s; the summary chain is left unmerged", failure)
+                return SummaryAttempt(text=None, source="excerpt", failure=failure)
             if plan.fold_enough:
                 logger.warning("%s; folding instead (the fold alone frees enough)", failure)
                 return SummaryAttempt(text=None, source="excerpt", failure=failure)
@@ -475,7 +566,7 @@ class CompactionHooks:
         middle_chars = sum(len(m.text) for m in plan.request.replay[plan.request.span[0] :])
         budget = max(400, min(12_000, middle_chars // 4))
         excerpt = excerpt_summary(messages, plan.request.span, max_chars=budget)
-        if self.meter.estimate(summary_message(excerpt, plan.replaced, kept)) < room:
+        if price(excerpt) < room:
             return SummaryAttempt(text=excerpt, source="excerpt", failure=failure)
         why = "the excerpt summary would not shrink the span"
         return SummaryAttempt(

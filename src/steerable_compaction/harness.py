@@ -80,11 +80,8 @@ def _read(path: str | os.PathLike[str] | None) -> dict[str, Any]:
     return data
 
 
-def _validate(data: Mapping[str, Any]) -> dict[str, Any]:
-    known = {"context", "compaction", *_SECTIONS}
-    unknown = sorted(set(data) - known)
-    if unknown:
-        raise ConfigError(", ".join(unknown), "(unknown)", f"one of {sorted(known)}")
+def _validate_context(data: Mapping[str, Any]) -> list[str]:
+    """The `context` hook names, each known and at most once (default: every hook)."""
     context = data.get("context", list(_CONTEXT_HOOKS))
     if not isinstance(context, list) or not all(isinstance(c, str) for c in context):
         raise ConfigError("context", context, f"a list of hook names from {list(_CONTEXT_HOOKS)}")
@@ -93,6 +90,11 @@ def _validate(data: Mapping[str, Any]) -> dict[str, Any]:
             raise ConfigError("context", name, f"one of {list(_CONTEXT_HOOKS)}")
     if len(set(context)) != len(context):
         raise ConfigError("context", context, "each hook at most once")
+    return context
+
+
+def _validate_compaction(data: Mapping[str, Any]) -> dict[str, Any]:
+    """The `compaction` knobs as given; their values are checked when a policy is resolved."""
     compaction = data.get("compaction") or {}
     if not isinstance(compaction, dict):
         raise ConfigError("compaction", compaction, "a mapping of policy knobs")
@@ -102,21 +104,38 @@ def _validate(data: Mapping[str, Any]) -> dict[str, Any]:
             compaction["max_context_tokens"],
             "no window in a harness file: pass max_context_tokens to load_harness",
         )
-    out: dict[str, Any] = {"context": context, "compaction": dict(compaction)}
+    return dict(compaction)
+
+
+def _validate_section(
+    section: str, values: Any, spec: Mapping[str, tuple[type | tuple[type, ...], bool]]
+) -> dict[str, Any]:
+    """One typed section (`spill`, `retry`, `loop`): known keys, each of an accepted type."""
+    if not isinstance(values, dict):
+        raise ConfigError(section, values, "a mapping")
+    extra = sorted(set(values) - set(spec))
+    if extra:
+        raise ConfigError(f"{section}.{extra[0]}", values[extra[0]], f"one of {sorted(spec)}")
+    for key, value in values.items():
+        types, nullable = spec[key]
+        if value is None and nullable:
+            continue
+        if isinstance(value, bool) or not isinstance(value, types):
+            raise ConfigError(f"{section}.{key}", value, _kind(types, nullable))
+    return dict(values)
+
+
+def _validate(data: Mapping[str, Any]) -> dict[str, Any]:
+    known = {"context", "compaction", *_SECTIONS}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ConfigError(", ".join(unknown), "(unknown)", f"one of {sorted(known)}")
+    out: dict[str, Any] = {
+        "context": _validate_context(data),
+        "compaction": _validate_compaction(data),
+    }
     for section, spec in _SECTIONS.items():
-        values = data.get(section) or {}
-        if not isinstance(values, dict):
-            raise ConfigError(section, values, "a mapping")
-        extra = sorted(set(values) - set(spec))
-        if extra:
-            raise ConfigError(f"{section}.{extra[0]}", values[extra[0]], f"one of {sorted(spec)}")
-        for key, value in values.items():
-            types, nullable = spec[key]
-            if value is None and nullable:
-                continue
-            if isinstance(value, bool) or not isinstance(value, types):
-                raise ConfigError(f"{section}.{key}", value, _kind(types, nullable))
-        out[section] = dict(values)
+        out[section] = _validate_section(section, data.get(section) or {}, spec)
     return out
 
 

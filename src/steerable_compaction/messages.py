@@ -10,8 +10,10 @@ A transcript is a list of `Message`. Each message has a role and a tuple of part
 | `tool`      | exactly one `ToolResult`                        |
 
 Values are frozen and hashable, so they can be shared between the record, the projection and
-requests without copying. `message_to_dict` / `message_from_dict` are the record's own lossless
-JSON form (not a provider wire format; see `steerable_compaction.wire` for those).
+requests without copying. A `pinned` message is never folded or summarized: compaction re-sends
+it byte-identical (pinning is not part of any wire format). `message_to_dict` /
+`message_from_dict` are the record's own lossless JSON form (not a provider wire format; see
+`steerable_compaction.wire` for those).
 """
 
 from __future__ import annotations
@@ -164,16 +166,22 @@ _ALLOWED: dict[str, tuple[type, ...]] = {
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Message:
-    """One transcript entry: a role and its parts (see the module docstring for the rules)."""
+    """One transcript entry: a role and its parts (see the module docstring for the rules).
+
+    `pinned` keeps the message out of every fold and summary: compaction re-sends it as it is.
+    """
 
     role: Role
     parts: tuple[Part, ...] = ()
+    pinned: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.role, str) or self.role not in _ROLES:
             raise MessageError(
                 f"role must be one of {sorted(_ROLES)}, got {self.role!r}", field="role"
             )
+        if type(self.pinned) is not bool:
+            raise MessageError(f"pinned must be True or False, got {self.pinned!r}", field="pinned")
         if not isinstance(self.parts, tuple):
             object.__setattr__(self, "parts", tuple(self.parts))
         allowed = _ALLOWED[self.role]
@@ -210,10 +218,10 @@ class Message:
         return cls(role="system", parts=(TextPart(text=text),))
 
     @classmethod
-    def user(cls, content: str | Iterable[ContentPart]) -> Message:
-        """A user message from a string or from text/image parts."""
+    def user(cls, content: str | Iterable[ContentPart], *, pinned: bool = False) -> Message:
+        """A user message from a string or from text/image parts (`pinned`: never compacted)."""
         parts = (TextPart(text=content),) if isinstance(content, str) else tuple(content)
-        return cls(role="user", parts=parts)
+        return cls(role="user", parts=parts, pinned=pinned)
 
     @classmethod
     def assistant(cls, text: str | None = None, tool_calls: Iterable[ToolCall] = ()) -> Message:
@@ -231,6 +239,10 @@ class Message:
         return cls(
             role="tool", parts=(ToolResult(call_id=call_id, content=body, is_error=is_error),)
         )
+
+    def pin(self) -> Message:
+        """This message, pinned: never folded or summarized, re-sent as it is."""
+        return self if self.pinned else Message(role=self.role, parts=self.parts, pinned=True)
 
     # -- views --------------------------------------------------------------------------------
 
@@ -307,7 +319,10 @@ def _part_to_dict(part: Part) -> dict[str, Any]:
 
 def message_to_dict(message: Message) -> dict[str, Any]:
     """The record's JSON form of `message` (lossless; images are base64)."""
-    return {"role": message.role, "parts": [_part_to_dict(p) for p in message.parts]}
+    out: dict[str, Any] = {"role": message.role, "parts": [_part_to_dict(p) for p in message.parts]}
+    if message.pinned:
+        out["pinned"] = True  # written only when set: unpinned messages keep their old form
+    return out
 
 
 def _bad(key: str, kind: type, obj: Mapping[str, Any]) -> MessageError:
@@ -383,7 +398,11 @@ def message_from_dict(obj: Any, *, index: int | None = None) -> Message:
         raw_parts = obj.get("parts")
         if type(raw_parts) is not list:
             raise _bad("parts", list, obj)
-        return Message(role=role, parts=_parts_from_list(raw_parts, "parts"))  # type: ignore[arg-type]
+        pinned = obj.get("pinned", False)
+        if type(pinned) is not bool:
+            raise MessageError("pinned must be a boolean", field="pinned")
+        parts = _parts_from_list(raw_parts, "parts")
+        return Message(role=role, parts=parts, pinned=pinned)  # type: ignore[arg-type]
     except MessageError as exc:
         raise MessageError(exc.reason, index=index, field=exc.field) from None
 

@@ -13,6 +13,8 @@ catalogue) → window tier → model-family rule → explicit overrides (validat
 | `fold_first`                    | False                    | True                    |
 | `tail_token_ratio`              | 0.25                     | 0.25                    |
 | `keep_user_messages_ratio`      | 0.125                    | 0.125                   |
+| `summary_chain_ratio`           | 0 (off)                  | 0 (off)                 |
+| `retention_token_ratio`         | 0.04                     | 0.04                    |
 | `threshold_ratio`               | 0.8                      | 0.8                     |
 | `recompact_margin_ratio`        | 0.1                      | 0.1                     |
 | `image_offload`                 | True                     | True                    |
@@ -42,6 +44,16 @@ at that share of the threshold (fewer messages, never fewer than the newest turn
 summary frees room even when the last messages are large; the fold horizon (R18) moves with it.
 `keep_user_messages_ratio` is the share of the threshold a summary keeps for the user's own
 messages from the span it replaces, verbatim, newest first (0 turns it off).
+`summary_chain_ratio` is the share of the threshold the chain of earlier summaries (and the
+messages kept in front of them) may hold: each summary covers only what came after the previous
+one, and once the chain outgrows this share its oldest summaries are merged into one. 0 turns
+the chain off: every summary then re-summarizes the earlier one with everything after it. Off
+by default: `steerable-compaction eval` measured the chain at lower in-context recall and more
+summarizer calls than re-summarizing (merges lose as much as re-summaries do, and incremental
+summaries are shorter); `docs/memory.md` has the numbers. Turn it on with e.g. 0.3.
+`retention_token_ratio` is the share of the threshold the retention check may add to each
+summary: the span's salient facts the summary lacks, with `[history seq N]` references (0 turns
+it off; it is also capped at an eighth of what the span held).
 `recall_result_tokens` caps each `history_search` / `history_read` result (at least 256).
 """
 
@@ -164,6 +176,8 @@ class CompactionPolicy:
     fold_first: bool = _DESKTOP.fold_first
     tail_token_ratio: float = 0.25
     keep_user_messages_ratio: float = 0.125
+    summary_chain_ratio: float = 0.0
+    retention_token_ratio: float = 0.04
     recompact_margin_ratio: float = 0.1
     micro_compact_interval_rounds: int = 0
     rapid_refill_window_rounds: int = 3
@@ -186,6 +200,8 @@ class CompactionPolicy:
         self._set_ratio("recompact_margin_ratio", "a float in [0, 1)", lambda r: 0 <= r < 1)
         self._set_ratio("tail_token_ratio", "a float in (0, 1]", lambda r: 0 < r <= 1)
         self._set_ratio("keep_user_messages_ratio", "a float in [0, 1)", lambda r: 0 <= r < 1)
+        self._set_ratio("summary_chain_ratio", "a float in [0, 1]", lambda r: 0 <= r <= 1)
+        self._set_ratio("retention_token_ratio", "a float in [0, 1)", lambda r: 0 <= r < 1)
         window = self.max_context_tokens
         if _scaled(window, self.threshold_ratio) < 1:
             raise ConfigError(
@@ -240,6 +256,12 @@ class CompactionPolicy:
         return min(_scaled(window, self.threshold_ratio), room)
 
     @property
+    def limit_tokens(self) -> int:
+        """The most a request may carry: the window less the reserved output (>= threshold)."""
+        limit = self.max_context_tokens - self.effective_reserved_output_tokens
+        return max(limit, self.threshold_tokens)
+
+    @property
     def recompact_margin_tokens(self) -> int:
         """How far pressure must rise above the last post-compaction level (R31)."""
         return _scaled(self.max_context_tokens, self.recompact_margin_ratio)
@@ -253,6 +275,18 @@ class CompactionPolicy:
     def user_message_tokens(self) -> int:
         """Budget for the user's messages a summary keeps verbatim (`keep_user_messages_ratio`)."""
         return _scaled(self.threshold_tokens, self.keep_user_messages_ratio)
+
+    @property
+    def summary_chain_tokens(self) -> int:
+        """Most tokens the summary chain may hold before a merge; 0: no chain (see the table)."""
+        if self.summary_chain_ratio == 0:
+            return 0
+        return max(_scaled(self.threshold_tokens, self.summary_chain_ratio), 1)
+
+    @property
+    def retention_tokens(self) -> int:
+        """Most tokens the retention check adds to one summary (`retention_token_ratio`)."""
+        return _scaled(self.threshold_tokens, self.retention_token_ratio)
 
     def replace(self, **changes: object) -> CompactionPolicy:
         """A copy with `changes` applied and validated again; unknown knobs raise `ConfigError`."""

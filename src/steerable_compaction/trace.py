@@ -17,7 +17,9 @@ Without a policy the hysteresis check only asks that pressure rose above the pre
 (the margin and threshold are unknown). Micro-compactions are exempt from it and do not move the
 post level, as in the engine. A fold-only boundary written right after a bracket's start, at the
 same pressure (the engine folds when no summary could be written), is the same compaction: it
-is not gated again. The report lists every violation; `strict=True` (or
+is not gated again; nor is a bracket started right after a boundary at exactly that boundary's
+post level (the engine merging its summary chain right after a summary, in the same step). The
+report lists every violation; `strict=True` (or
 `report.raise_if_violated()`) raises `TraceAssertionError` instead.
 """
 
@@ -27,7 +29,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
-from .compaction import SUMMARY_INSTRUCTION, pair_issues
+from .compaction import is_summary_instruction, pair_issues
 from .errors import CompactionError
 from .messages import Message, TextPart
 from .policy import CompactionPolicy
@@ -112,7 +114,7 @@ def is_summary_request(request: CompletionRequest) -> bool:
     if request.cache_retention == "none":
         return True
     last = request.messages[-1] if request.messages else None
-    return last is not None and last.role == "user" and last.text == SUMMARY_INSTRUCTION
+    return last is not None and last.role == "user" and is_summary_instruction(last.text)
 
 
 def _entries(record: Record | Iterable[Entry]) -> list[Entry]:
@@ -152,6 +154,7 @@ def _check_record(
                 )
             )
 
+    closed: CompactionBoundary | None = None  # the boundary just before this entry, if any
     for entry in entries:
         event = entry.event
         fallback = (
@@ -160,10 +163,16 @@ def _check_record(
             and attempt is not None
             and (attempt.trigger, attempt.pre_tokens) == (event.trigger, event.pre_tokens)
         )
+        continuation = (
+            isinstance(event, CompactionStart)
+            and closed is not None
+            and (closed.trigger, closed.post_tokens) == (event.trigger, event.pre_tokens)
+        )
         attempt = event if isinstance(event, CompactionStart) else None
+        closed = event if isinstance(event, CompactionBoundary) else None
         if isinstance(event, CompactionStart):
             starts[event.compaction_id] = event
-            if event.trigger == "pressure":
+            if event.trigger == "pressure" and not continuation:
                 gate(entry.seq, event.pre_tokens)
             if event.trigger != "micro":
                 last_post = event.pre_tokens  # until the bracket closes: a failed one stays here

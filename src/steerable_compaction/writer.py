@@ -120,8 +120,14 @@ class CompactionWriter:
         pre_tokens: int,
         reason: str = "",
         summarizer_called: bool = False,
+        history: tuple[int, int] | None = None,
+        retained: tuple[int, int] | None = None,
     ) -> CompactionOutcome:
-        """Write the boundary closing `cid`: `replacement` takes the place of `span`."""
+        """Write the boundary closing `cid`: `replacement` takes the place of `span`.
+
+        `history` (first and last record seq replaced) and `retained` (atoms found, kept) go on
+        the boundary as they are.
+        """
         start, end = span
         before = list(self.record.projection.messages)
         new = tuple(replacement)
@@ -137,6 +143,8 @@ class CompactionWriter:
                 compaction_id=cid,
                 span=span,
                 replacement=new,
+                history=history,
+                retained=retained,
             )
         )
         self.meter.rewrite(before, after)

@@ -6,7 +6,15 @@ exact requests; `CompactionHooks` performs them.
 
 from __future__ import annotations
 
-from .plan import FoldRewrite, NothingToDo, Plan, PlanSettings, SummaryNeeded, plan_compaction
+from .plan import (
+    FoldRewrite,
+    NothingToDo,
+    Plan,
+    PlanSettings,
+    SummaryNeeded,
+    plan_compaction,
+    plan_merge,
+)
 from .prune import (
     FOLD_PREFIX,
     OFFLOAD_PREFIX,
@@ -16,13 +24,27 @@ from .prune import (
     is_folded,
     prune,
 )
-from .regions import PairIssues, Regions, call_sites, pair_issues, repair_tool_pairs, select_regions
+from .regions import (
+    PairIssues,
+    Regions,
+    call_sites,
+    is_summary,
+    newest_turn,
+    pair_issues,
+    pinned_indices,
+    repair_tool_pairs,
+    select_regions,
+)
 from .summary import (
+    INCREMENTAL_INSTRUCTION,
+    MERGE_INSTRUCTION,
     SECTIONS,
     SUMMARY_INSTRUCTION,
     SummaryRequest,
     build_summary_request,
     excerpt_summary,
+    is_summary_instruction,
+    kept_messages,
     kept_user_messages,
     summary_message,
     text_pointer_span,
@@ -30,6 +52,8 @@ from .summary import (
 
 __all__ = [
     "FOLD_PREFIX",
+    "INCREMENTAL_INSTRUCTION",
+    "MERGE_INSTRUCTION",
     "OFFLOAD_PREFIX",
     "SECTIONS",
     "SUMMARY_INSTRUCTION",
@@ -48,9 +72,15 @@ __all__ = [
     "fold_marker",
     "image_pointer",
     "is_folded",
+    "is_summary",
+    "is_summary_instruction",
+    "kept_messages",
     "kept_user_messages",
+    "newest_turn",
     "pair_issues",
+    "pinned_indices",
     "plan_compaction",
+    "plan_merge",
     "prune",
     "repair_tool_pairs",
     "select_regions",

@@ -11,18 +11,31 @@ the user's own messages in the middle that fit `policy.user_message_tokens` are 
 in front of it. The tail is capped at `policy.max_tail_tokens`. When the middle is empty and
 the tail itself is the pressure, a horizon-less fold is the fallback (R18: lossy beats stuck),
 still sparing the newest assistant turn and its results (R23).
+
+The summaries form an incremental chain: a summary covers only what came after the newest
+earlier summary (`Regions.span`), and earlier summaries stay verbatim. When the chain outgrows
+`policy.summary_chain_tokens`, `plan_merge` merges its oldest summaries (all but the newest)
+with one warm-prefix request whose replay ends at the last summary merged. Pinned messages (and
+the goal) are never folded and are kept verbatim in every replacement.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal, Protocol, TypeAlias
 
 from ..messages import Message
 from .prune import PruneResult, prune
-from .regions import Regions, select_regions
-from .summary import SummaryRequest, build_summary_request, kept_user_messages
+from .regions import Regions, newest_turn, pinned_indices, select_regions, summary_indices
+from .summary import (
+    INCREMENTAL_INSTRUCTION,
+    MERGE_INSTRUCTION,
+    SUMMARY_INSTRUCTION,
+    SummaryRequest,
+    build_summary_request,
+    kept_messages,
+)
 
 __all__ = [
     "FoldRewrite",
@@ -31,6 +44,7 @@ __all__ = [
     "PlanSettings",
     "SummaryNeeded",
     "plan_compaction",
+    "plan_merge",
 ]
 
 
@@ -60,6 +74,10 @@ class PlanSettings(Protocol):
     @property
     def user_message_tokens(self) -> int:
         """Budget for the user's own messages a summary keeps verbatim."""
+
+    @property
+    def summary_chain_tokens(self) -> int:
+        """Most tokens the summary chain may hold before a merge (0: no chain)."""
 
     @property
     def keep_last_tool_results(self) -> int:
@@ -94,10 +112,11 @@ class FoldRewrite:
 class SummaryNeeded:
     """Summarize `request.span`; `fold` is what folding alone would have done (not applied).
 
-    `kept` indexes the user messages of the span kept verbatim before the summary;
-    `kept_tokens` is their estimate, part of `middle_tokens`. `fold_enough` says the pressure
-    path's fold alone would have freed enough (it summarizes because the fold does not come
-    first): the fallback if the summarizer fails.
+    `kept` indexes the messages of the span kept verbatim before the summary (pinned ones and
+    the user's own); `kept_tokens` is their estimate, part of `middle_tokens` (the span's).
+    `fold_enough` says the pressure path's fold alone would have freed enough (it summarizes
+    because the fold does not come first): the fallback if the summarizer fails. `merge` marks
+    a merge of the chain's oldest summaries (`plan_merge`).
     """
 
     request: SummaryRequest
@@ -107,7 +126,9 @@ class SummaryNeeded:
     middle_tokens: int
     kept: tuple[int, ...] = ()
     kept_tokens: int = 0
+    kept_users_only: bool = True
     fold_enough: bool = False
+    merge: bool = False
 
     @property
     def replaced(self) -> int:
@@ -144,7 +165,8 @@ def plan_compaction(
     `mode="normal"` (pressure path) stops after the fold when it suffices and the fold comes
     first (`policy.fold_first`, or `summarizer=False`: no LLM summarizer is wired, so the summary
     would be the deterministic excerpt); `"aggressive"` (overflow and manual paths) summarizes
-    whenever the middle is not empty; `"fold_only"` (micro-compaction, R14) never summarizes.
+    whenever there is a span to summarize; `"fold_only"` (micro-compaction, R14) never
+    summarizes. When nothing came after the chain, an oversized chain is merged (`plan_merge`).
     `seqs` and `rounds` give each message's record seq and round for fold markers and image
     pointers.
     """
@@ -154,8 +176,12 @@ def plan_compaction(
         max_tail_tokens=policy.max_tail_tokens,
         estimate=estimate,
     )
+    chain = policy.summary_chain_tokens > 0
+    if not chain:  # every summary replaces the whole middle, earlier summaries included
+        regions = replace(regions, chain_end=regions.head_end)
+    pinned = pinned_indices(messages)
 
-    def run_prune(start: int, horizon: int, protect: frozenset[int] = frozenset()) -> PruneResult:
+    def run_prune(start: int, horizon: int, protect: frozenset[int]) -> PruneResult:
         return prune(
             messages,
             start=start,
@@ -170,7 +196,7 @@ def plan_compaction(
             protect=protect,
         )
 
-    folded = run_prune(regions.head_end, regions.tail_start)
+    folded = run_prune(regions.head_end, regions.tail_start, pinned)
     post_fold = pressure - folded.saved_tokens
     if mode == "fold_only":
         if folded.changed:
@@ -182,7 +208,7 @@ def plan_compaction(
                 post_tokens=post_fold,
             )
         return NothingToDo(reason="no old tool result or image to fold", regions=regions)
-    if not regions.middle_empty:
+    if not regions.span_empty:
         # A fold that lands just under the threshold is refilled within a round or two and
         # trips the rapid-refill breaker: it must leave the hysteresis margin free (R17, R31).
         enough = post_fold < policy.threshold_tokens - policy.recompact_margin_tokens
@@ -195,25 +221,39 @@ def plan_compaction(
                 pre_tokens=pressure,
                 post_tokens=post_fold,
             )
-        request = build_summary_request(
-            messages, regions.middle, replay_images=replay_images, rounds=rounds
-        )
-        prices = [estimate(m) for m in messages[regions.head_end : regions.tail_start]]
-        kept = kept_user_messages(messages, regions.middle, policy.user_message_tokens, prices)
-        middle_tokens = sum(prices)
-        kept_tokens = sum(prices[i - regions.head_end] for i in kept)
-        return SummaryNeeded(
-            request=request,
-            regions=regions,
+        chained = chain and bool(summary_indices(messages, regions.head_end, regions.chain_end))
+        return _summary_plan(
+            messages,
+            policy,
+            regions,
+            regions.span,
+            instruction=INCREMENTAL_INSTRUCTION if chained else SUMMARY_INSTRUCTION,
+            estimate=estimate,
+            pinned=pinned,
+            pressure=pressure,
             fold=folded,
-            pre_tokens=pressure,
-            middle_tokens=middle_tokens,
-            kept=kept,
-            kept_tokens=kept_tokens,
             fold_enough=fold_enough,
+            rounds=rounds,
+            replay_images=replay_images,
         )
-    # Degenerate case: nothing between head and tail, the tail itself is the pressure.
-    fallback = run_prune(regions.head_end, len(messages), _newest_turn(messages))
+    merge = (
+        None
+        if not chain
+        else plan_merge(
+            messages,
+            policy,
+            pressure=pressure,
+            estimate=estimate,
+            rounds=rounds,
+            replay_images=replay_images,
+            regions=regions,
+            force=True,
+        )
+    )
+    if merge is not None:
+        return merge
+    # Degenerate case: nothing to summarize after the chain, the tail itself is the pressure.
+    fallback = run_prune(regions.head_end, len(messages), pinned | newest_turn(messages))
     if fallback.changed:
         return FoldRewrite(
             action="compact",
@@ -224,22 +264,120 @@ def plan_compaction(
             horizonless=True,
         )
     return NothingToDo(
-        reason="the middle is empty and nothing in the tail can be folded", regions=regions
+        reason="the middle is empty (nothing after the summaries to summarize) and nothing in "
+        "the tail can be folded",
+        regions=regions,
     )
 
 
-def _newest_turn(messages: Sequence[Message]) -> frozenset[int]:
-    """The newest assistant message with tool calls and the results answering it (R23)."""
-    for i in range(len(messages) - 1, -1, -1):
-        calls = messages[i].tool_calls
-        if messages[i].role == "assistant" and calls:
-            ids = {c.id for c in calls}
-            answers = {
-                j
-                for j in range(i + 1, len(messages))
-                if (r := messages[j].tool_result) is not None and r.call_id in ids
-            }
-            return frozenset({i, *answers})
-        if messages[i].role == "assistant":
+def plan_merge(
+    messages: Sequence[Message],
+    policy: PlanSettings,
+    *,
+    pressure: int,
+    estimate: Callable[[Message], int],
+    rounds: Sequence[int] | None = None,
+    replay_images: bool = False,
+    regions: Regions | None = None,
+    force: bool = False,
+) -> SummaryNeeded | None:
+    """Plan merging the chain's oldest summaries into one, or `None` when there is no need.
+
+    Needed when the chain holds two summaries or more and more than
+    `policy.summary_chain_tokens` (with `force`, whenever it holds two or more). The oldest
+    summaries are merged, with the messages kept in front of them, until they hold half the
+    chain (at least two, never the newest): the span is `[head_end, last merged summary + 1)`
+    and the replay ends there, a prefix of what the provider last saw. The merged summary may
+    take a quarter of the chain's budget; pinned messages and the user's messages that fit the
+    budget stay.
+    """
+    if policy.summary_chain_tokens <= 0:
+        return None
+    if regions is None:
+        regions = select_regions(
+            messages,
+            policy.keep_last_messages,
+            max_tail_tokens=policy.max_tail_tokens,
+            estimate=estimate,
+        )
+    # The whole chain, wherever the tail starts: right after a compaction the tail of a short
+    # projection may reach back over the newest summaries.
+    summaries = summary_indices(messages, regions.head_end, len(messages))
+    if len(summaries) < 2:
+        return None
+    prices = [estimate(m) for m in messages[regions.head_end : summaries[-1] + 1]]
+    chain = sum(prices)
+    if not force and chain <= policy.summary_chain_tokens:
+        return None
+    # The oldest summaries (with what each kept) until they hold half the chain, at least two,
+    # never the newest: recent summaries stay verbatim, only old ones are compressed again.
+    merged, last = 0, summaries[0]
+    for count, at in enumerate(summaries[:-1], start=1):
+        last = at
+        merged = sum(prices[: at + 1 - regions.head_end])
+        if count >= 2 and merged * 2 >= chain:
             break
-    return frozenset()
+    span = (regions.head_end, last + 1)
+    empty = PruneResult(edits=(), messages=tuple(messages), folded=0, offloaded=0, saved_tokens=0)
+    return _summary_plan(
+        messages,
+        policy,
+        regions,
+        span,
+        instruction=MERGE_INSTRUCTION,
+        estimate=estimate,
+        pinned=pinned_indices(messages),
+        pressure=pressure,
+        fold=empty,
+        fold_enough=False,
+        rounds=rounds,
+        replay_images=replay_images,
+        merge=True,
+    )
+
+
+def _summary_plan(
+    messages: Sequence[Message],
+    policy: PlanSettings,
+    regions: Regions,
+    span: tuple[int, int],
+    *,
+    instruction: str,
+    estimate: Callable[[Message], int],
+    pinned: frozenset[int],
+    pressure: int,
+    fold: PruneResult,
+    fold_enough: bool,
+    rounds: Sequence[int] | None,
+    replay_images: bool,
+    merge: bool = False,
+) -> SummaryNeeded:
+    """A summary of `messages[span]` with `instruction`, keeping pinned and user messages.
+
+    A merge asks for at most a quarter of the chain's budget, so the chain has room to grow
+    again before the next merge (merging at every compaction would re-summarize as often as a
+    chain-less engine does).
+    """
+    start, end = span
+    prices = [estimate(m) for m in messages[start:end]]
+    request = build_summary_request(
+        messages,
+        span,
+        replay_images=replay_images,
+        rounds=rounds,
+        instruction=instruction,
+        max_output_tokens=max(policy.summary_chain_tokens // 4, 1) if merge else None,
+    )
+    kept = kept_messages(messages, span, policy.user_message_tokens, prices, pinned)
+    return SummaryNeeded(
+        request=request,
+        regions=regions,
+        fold=fold,
+        pre_tokens=pressure,
+        middle_tokens=sum(prices),
+        kept=kept,
+        kept_tokens=sum(prices[i - start] for i in kept),
+        kept_users_only=all(messages[i].role == "user" for i in kept),
+        fold_enough=fold_enough,
+        merge=merge,
+    )

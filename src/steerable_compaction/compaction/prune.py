@@ -4,17 +4,19 @@ Both act only on `[start, horizon)`: normally the middle, the region a summary w
 the tail stays raw and the next summary replays what the provider cached (R18). The fold marker
 keeps the tool name, the original size, the record seq of the original (to recall it) and a
 head/tail excerpt; an offloaded image becomes a text pointer with its hash, media type and
-round. The record keeps every original byte.
+round. Both name the original's record seq as `[history seq N]` (`provenance`). The record
+keeps every original byte.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from ..messages import ContentPart, ImagePart, Message, TextPart, ToolResult
-from ..record import Edit
+from ..record.events import Edit
+from .provenance import history_ref
 from .regions import call_sites
 
 __all__ = [
@@ -31,11 +33,12 @@ FOLD_PREFIX = "[folded tool result: "
 OFFLOAD_PREFIX = "[image offloaded: "
 
 
-def image_pointer(image: ImagePart, round_: int) -> str:
-    """The text that stands in for an offloaded image (R19)."""
+def image_pointer(image: ImagePart, round_: int, seq: int | None = None) -> str:
+    """The text that stands in for an offloaded image (R19), naming its record seq if known."""
     source = image.data if image.data is not None else (image.url or "").encode("utf-8")
     digest = hashlib.sha256(source).hexdigest()[:12]
-    return f"{OFFLOAD_PREFIX}{digest}, {image.media_type or 'unknown'}, round {round_}]"
+    pointer = f"{OFFLOAD_PREFIX}{digest}, {image.media_type or 'unknown'}, round {round_}]"
+    return f"{pointer} {history_ref(seq)}" if seq is not None else pointer
 
 
 def is_folded(message: Message) -> bool:
@@ -58,8 +61,10 @@ def fold_marker(
     decision (R19), not the fold's.
     """
     text = result.text
-    where = f"record seq {seq}" if seq is not None else "the record"
-    header = f"{FOLD_PREFIX}{tool_name}, {len(text):,} chars; the full result is in {where}]"
+    where = f" {history_ref(seq)}" if seq is not None else ""
+    header = (
+        f"{FOLD_PREFIX}{tool_name}, {len(text):,} chars; the full result is in the record]{where}"
+    )
     head_chars = (excerpt_chars + 1) // 2
     tail_chars = excerpt_chars - head_chars
     if len(text) <= excerpt_chars:
@@ -87,7 +92,9 @@ class PruneResult:
         return bool(self.edits)
 
 
-def _offload(message: Message, positions: Collection[int], round_: int) -> Message:
+def _offload(
+    message: Message, positions: Collection[int], round_: int, seq: int | None = None
+) -> Message:
     """`message` with its images at `positions` (0-based, in `message.images` order) offloaded."""
     seen = 0
 
@@ -97,7 +104,7 @@ def _offload(message: Message, positions: Collection[int], round_: int) -> Messa
         for part in parts:
             if isinstance(part, ImagePart):
                 out.append(
-                    TextPart(text=image_pointer(part, round_)) if seen in positions else part
+                    TextPart(text=image_pointer(part, round_, seq)) if seen in positions else part
                 )
                 seen += 1
             else:
@@ -116,6 +123,54 @@ def _offload(message: Message, positions: Collection[int], round_: int) -> Messa
         role=message.role,
         parts=swap([p for p in message.parts if isinstance(p, TextPart | ImagePart)]),
     )
+
+
+def _kept_results(messages: Sequence[Message], keep_last: int) -> set[int]:
+    """Indices of the newest `keep_last` tool results (fewer than asked: all of them)."""
+    results = [i for i, m in enumerate(messages) if m.role == "tool"]
+    return set(results[max(len(results) - keep_last, 0) :])
+
+
+def _image_numbers(messages: Sequence[Message]) -> list[range]:
+    """For each message, the transcript-wide numbers of its images (in order)."""
+    out: list[range] = []
+    first = 0
+    for message in messages:
+        out.append(range(first, first + len(message.images)))
+        first += len(message.images)
+    return out
+
+
+def _images_to_offload(
+    numbers: Sequence[range], keep_last: int, eligible: Callable[[int], bool]
+) -> set[int]:
+    """Numbers of the images older than the newest `keep_last` in messages that are `eligible`."""
+    first_kept = numbers[-1].stop - keep_last if numbers else 0  # negative: all are kept
+    return {n for i, ns in enumerate(numbers) if eligible(i) for n in ns if n < first_kept}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Folding:
+    """How one prune run folds a tool result: the tool names, seqs and excerpt size."""
+
+    names: Mapping[str, str]
+    seqs: Sequence[int] | None
+    excerpt_chars: int
+    estimate: Callable[[Message], int]
+
+    def fold(self, message: Message, index: int) -> Message:
+        """`message` folded to its marker, or `message` itself when folding would not shrink it."""
+        result = message.tool_result
+        if result is None or is_folded(message):
+            return message
+        marker = fold_marker(
+            result,
+            tool_name=self.names.get(result.call_id, "unknown tool"),
+            seq=self.seqs[index] if self.seqs is not None else None,
+            excerpt_chars=self.excerpt_chars,
+        )
+        candidate = Message(role="tool", parts=(marker,))
+        return candidate if self.estimate(candidate) < self.estimate(message) else message
 
 
 def prune(
@@ -138,47 +193,31 @@ def prune(
     transcript stay as they are wherever they stand. A fold that would not shrink a result is
     skipped, and already folded results are left alone, so pruning twice changes nothing.
     """
-    names = {cid: call.name for cid, (_, call) in call_sites(messages).items()}
-    results = [i for i, m in enumerate(messages) if m.role == "tool"]
-    # The newest results stay readable wherever they stand (fewer than asked: all of them).
-    keep_results = set(results[max(len(results) - keep_last_tool_results, 0) :])
-    image_slots: list[int] = []  # message index of every image, in transcript order
-    for i, m in enumerate(messages):
-        image_slots.extend([i] * len(m.images))
-    first_kept_image = len(image_slots) - keep_last_images  # negative: every image is kept
-    offload = {
-        n
-        for n, i in enumerate(image_slots)
-        if image_offload and n < first_kept_image and start <= i < horizon and i not in protect
-    }
 
+    def in_reach(i: int) -> bool:
+        return start <= i < horizon and i not in protect
+
+    keep_results = _kept_results(messages, keep_last_tool_results)
+    numbers = _image_numbers(messages)
+    offload = _images_to_offload(numbers, keep_last_images, in_reach) if image_offload else set()
+    folding = _Folding(
+        names={cid: call.name for cid, (_, call) in call_sites(messages).items()},
+        seqs=seqs,
+        excerpt_chars=fold_excerpt_chars,
+        estimate=estimate,
+    )
     edits: list[Edit] = []
     out = list(messages)
     folded = offloaded = saved = 0
-    first_image = 0  # global number of this message's first image
-    for i, message in enumerate(messages):
-        n_images = len(message.images)
-        numbers = range(first_image, first_image + n_images)
-        first_image += n_images
-        if not start <= i < horizon or i in protect:
-            continue
-        round_ = rounds[i] if rounds is not None else 0
-        new = message
-        result = message.tool_result
-        if result is not None and i not in keep_results and not is_folded(message):
-            marker = fold_marker(
-                result,
-                tool_name=names.get(result.call_id, "unknown tool"),
-                seq=seqs[i] if seqs is not None else None,
-                excerpt_chars=fold_excerpt_chars,
-            )
-            candidate = Message(role="tool", parts=(marker,))
-            if estimate(candidate) < estimate(message):
-                new = candidate
-                folded += 1
-        positions = [k for k, n in enumerate(numbers) if n in offload]
+    for i in filter(in_reach, range(len(messages))):
+        message = messages[i]
+        new = message if i in keep_results else folding.fold(message, i)
+        if new is not message:
+            folded += 1
+        positions = [k for k, n in enumerate(numbers[i]) if n in offload]
         if positions:
-            new = _offload(new, positions, round_)
+            round_ = rounds[i] if rounds is not None else 0
+            new = _offload(new, positions, round_, seqs[i] if seqs is not None else None)
             offloaded += len(positions)
         if new is not message:
             saved += estimate(message) - estimate(new)

@@ -2,18 +2,25 @@
 
 A transcript splits into three regions:
 
-- **head** `[0, head_end)`: everything up to and including the first user message (the goal),
-  so every leading system message too. Later summaries sit right after the head, in the middle,
-  so they are replaced by the next summary instead of stacking up as a fake goal.
+- **head** `[0, head_end)`: the leading system messages and the first user message (the goal),
+  when nothing else stands between them. When a restored log puts tool rounds before the goal,
+  the head is the system messages alone: those rounds are compactable, and the goal, pinned by
+  default, is kept in every replacement instead (R21).
+- **chain** `[head_end, chain_end)`: what earlier compactions left, up to and including the
+  newest summary: summaries in order, with the messages each one kept in front of it. A new
+  summary covers only what came after the chain (an incremental chain: earlier summaries are not
+  summarized again until they are merged), so a summary is never mistaken for the goal.
 - **tail** `[tail_start, n)`: the last `keep_last_messages`, widened backwards until it answers
-  no tool call that it did not issue itself, and always holding the newest tool results
-  (R23: the result of the tool just called is never compacted away). With a token cap, the
+  no tool call that it did not issue itself, and always holding the newest assistant message
+  and everything after it (R23: the result of the tool just called is never compacted away, and
+  no request after a compaction lacks the agent's own newest turn). With a token cap, the
   tail keeps fewer messages while it is over the cap (never fewer than the newest turn), so a
   summary frees room even when the last messages are large. The cap moves the fold horizon
   too (R18: fold and offload reach up to the tail, wherever it starts).
-- **middle** `[head_end, tail_start)`: what a summary replaces (keeping the user's own messages
-  in it, `summary.kept_user_messages`) and the only place fold and image offload may touch (the
-  horizon is `tail_start`, R18).
+- **middle** `[head_end, tail_start)`: the chain, then the span a new summary replaces
+  (`[chain_end, tail_start)`, keeping pinned messages and the user's own messages in it,
+  `summary.kept_user_messages`); the only place fold and image offload may touch (the horizon
+  is `tail_start`, R18), pinned messages never.
 
 Pairing: `pair_issues` finds tool results whose call is gone and calls left without a result;
 `repair_tool_pairs` turns them into plain text so that no request carries either (R22b).
@@ -32,30 +39,53 @@ __all__ = [
     "PairIssues",
     "Regions",
     "call_sites",
+    "goal_index",
     "is_goal_candidate",
+    "is_summary",
+    "newest_turn",
     "pair_issues",
+    "pinned_indices",
     "repair_tool_pairs",
     "select_regions",
+    "summary_indices",
 ]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Regions:
-    """Index bounds of head, middle and tail: `head = [0, head_end)`, `tail = [tail_start, n)`."""
+    """Index bounds of the regions: head `[0, head_end)`, tail `[tail_start, n)`.
+
+    The chain is `[head_end, chain_end)`; `chain_end` defaults to `head_end` (no summary yet).
+    """
 
     head_end: int
     tail_start: int
     length: int
+    chain_end: int = -1
+
+    def __post_init__(self) -> None:
+        if self.chain_end < 0:
+            object.__setattr__(self, "chain_end", self.head_end)
 
     @property
     def middle(self) -> tuple[int, int]:
-        """The `[head_end, tail_start)` span a summary would replace."""
+        """The `[head_end, tail_start)` region between head and tail (chain included)."""
         return (self.head_end, self.tail_start)
+
+    @property
+    def span(self) -> tuple[int, int]:
+        """The `[chain_end, tail_start)` span a new summary replaces."""
+        return (self.chain_end, self.tail_start)
 
     @property
     def middle_empty(self) -> bool:
         """Whether there is nothing between head and tail."""
         return self.tail_start <= self.head_end
+
+    @property
+    def span_empty(self) -> bool:
+        """Whether nothing came after the chain that a new summary could replace."""
+        return self.tail_start <= self.chain_end
 
 
 def call_sites(messages: Sequence[Message]) -> dict[str, tuple[int, ToolCall]]:
@@ -66,6 +96,26 @@ def call_sites(messages: Sequence[Message]) -> dict[str, tuple[int, ToolCall]]:
             for call in message.tool_calls:
                 sites[call.id] = (i, call)
     return sites
+
+
+def newest_turn(messages: Sequence[Message]) -> frozenset[int]:
+    """The newest assistant message, if it called tools, and the results answering it (R23).
+
+    Empty when the newest assistant message called no tool (or there is none).
+    """
+    for i in range(len(messages) - 1, -1, -1):
+        message = messages[i]
+        if message.role == "assistant":
+            ids = {c.id for c in message.tool_calls}
+            if not ids:
+                return frozenset()
+            answers = {
+                j
+                for j in range(i + 1, len(messages))
+                if (r := messages[j].tool_result) is not None and r.call_id in ids
+            }
+            return frozenset({i, *answers})
+    return frozenset()
 
 
 SUMMARY_TAG = "<compacted-summary>"
@@ -80,11 +130,54 @@ def is_goal_candidate(message: Message) -> bool:
     return not (text.startswith(SUMMARY_TAG) or text.startswith(REMINDER_TAG))
 
 
-def _goal_index(messages: Sequence[Message]) -> int | None:
+def is_summary(message: Message) -> bool:
+    """Whether `message` is a compaction summary (R30)."""
+    return message.role == "user" and message.text.lstrip().startswith(SUMMARY_TAG)
+
+
+def goal_index(messages: Sequence[Message]) -> int | None:
+    """Index of the goal: the first user message in the user's own words (R21)."""
     for i, message in enumerate(messages):
         if is_goal_candidate(message):
             return i
     return None
+
+
+def summary_indices(messages: Sequence[Message], start: int, end: int) -> list[int]:
+    """Indices of the summaries among `messages[start:end]`, in order."""
+    return [i for i in range(start, end) if is_summary(messages[i])]
+
+
+def pinned_indices(messages: Sequence[Message]) -> frozenset[int]:
+    """Messages no fold or summary may touch: pinned ones and the goal, with their tool pairs.
+
+    A pinned assistant message keeps the results answering its calls, and a pinned result keeps
+    the message that called it (and so that message's other results): keeping one half of a
+    pair alone would leave an orphan for the repair to turn into something else.
+    """
+    goal = goal_index(messages)
+    keep = {i for i, m in enumerate(messages) if m.pinned}
+    if goal is not None:
+        keep.add(goal)
+    if not any(messages[i].role in ("assistant", "tool") for i in keep):
+        return frozenset(keep)
+    sites = call_sites(messages)
+    calls: set[int] = set()
+    for i in keep:
+        result = messages[i].tool_result
+        if result is not None and result.call_id in sites:
+            calls.add(sites[result.call_id][0])
+        elif messages[i].tool_calls:
+            calls.add(i)
+    keep |= calls
+    for call_at in calls:
+        ids = {c.id for c in messages[call_at].tool_calls}
+        keep.update(
+            j
+            for j in range(call_at + 1, len(messages))
+            if (r := messages[j].tool_result) is not None and r.call_id in ids
+        )
+    return frozenset(keep)
 
 
 def select_regions(
@@ -102,13 +195,11 @@ def select_regions(
     if (max_tail_tokens is None) != (estimate is None):
         raise ValueError("max_tail_tokens and estimate go together")
     n = len(messages)
-    goal = _goal_index(messages)
-    if goal is None:  # no goal: the leading system messages are the head
-        head_end = 0
-        while head_end < n and messages[head_end].role == "system":
-            head_end += 1
-    else:
-        head_end = goal + 1
+    head_end = 0
+    while head_end < n and messages[head_end].role == "system":
+        head_end += 1
+    if head_end < n and head_end == goal_index(messages):
+        head_end += 1  # the goal right after the system messages: the usual head
     sites = call_sites(messages)
     keep = max(keep_last_messages, 1)
     regions = _with_tail(messages, head_end, keep, sites)
@@ -137,11 +228,12 @@ def _with_tail(
     """The regions whose tail is the last `keep` messages, widened for R22 and R23."""
     n = len(messages)
     tail_start = max(n - keep, head_end)
-    # R23: the newest assistant turn and every result answering it stay in the tail.
+    # R23: the newest assistant message and everything after it (every result answering it
+    # among them) stay in the tail, so the agent's own newest turn survives any compaction.
     last_assistant = next(
         (i for i in range(n - 1, -1, -1) if messages[i].role == "assistant"), None
     )
-    if last_assistant is not None and messages[last_assistant].tool_calls:
+    if last_assistant is not None:
         tail_start = min(tail_start, max(last_assistant, head_end))
     # R22: widen until the tail answers no call it did not issue; a result whose issuer is gone
     # (a restored, cut log) cannot be fixed by widening and is planned as is.
@@ -153,7 +245,9 @@ def _with_tail(
             if site is not None and head_end <= site[0] < tail_start:
                 tail_start = site[0]
         i -= 1
-    return Regions(head_end=head_end, tail_start=tail_start, length=n)
+    summaries = summary_indices(messages, head_end, tail_start)
+    chain_end = summaries[-1] + 1 if summaries else head_end
+    return Regions(head_end=head_end, tail_start=tail_start, length=n, chain_end=chain_end)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

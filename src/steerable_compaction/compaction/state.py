@@ -18,7 +18,19 @@ on_request_error(context overflow) ─► retries this turn ≤ max? ─ no ─�
 ```
 A refill is measured from the last *successful* compaction.
 
-The circuit, once open, stays open until a manual compaction closes it.
+How R16 and R33 combine: a round below the threshold resets the failure count at once, but the
+refill count only once the refill window has passed since the last successful compaction (right
+after a compaction, pressure is below the threshold by design: that is not a sign of health, and
+resetting there would keep the rapid-refill breaker from ever tripping).
+
+While the rapid-refill circuit is open the pressure path still compacts once a request would
+not fit the window (`limit_tokens`, gate `limit`): sending it would only fail and come back
+through the overflow path, spending a request and one of the turn's retries (R13). The failure
+circuit (R32) stays shut: those compactions did not free enough.
+
+When an open circuit closes: at a manual compaction (R15), or after `close_after_rounds(...)`
+rounds in a row below the threshold (the window times the refills that open it: 9 by default),
+which a thrashing session never reaches.
 
 Everything the engine decides from lives in `EngineState`, including a pending manual request and
 whether the last summarizer call failed (planning then tries a fold first).
@@ -38,6 +50,7 @@ __all__ = [
     "after_pressure_compaction",
     "after_summary_attempt",
     "at_step",
+    "close_after_rounds",
     "gate_round",
     "healthy",
     "micro_due",
@@ -47,7 +60,7 @@ __all__ = [
 ]
 
 CircuitReason: TypeAlias = Literal["consecutive_failures", "rapid_refill"]
-Gate: TypeAlias = Literal["below_threshold", "circuit_open", "hysteresis", "compact"]
+Gate: TypeAlias = Literal["below_threshold", "circuit_open", "hysteresis", "compact", "limit"]
 
 
 class BreakerSettings(Protocol):
@@ -76,6 +89,10 @@ class BreakerSettings(Protocol):
     @property
     def micro_compact_interval_rounds(self) -> int:
         """Fold every N rounds regardless of pressure (0 = off)."""
+
+    @property
+    def limit_tokens(self) -> int:
+        """The most a request may carry: the window less the output room it keeps."""
 
     @property
     def max_overflow_retries(self) -> int:
@@ -110,6 +127,11 @@ class EngineState:
         return self.circuit is not None
 
 
+def close_after_rounds(settings: BreakerSettings) -> int:
+    """Rounds in a row below the threshold that close an open circuit."""
+    return max(settings.rapid_refill_window_rounds * settings.max_rapid_refills, 1)
+
+
 def at_step(state: EngineState, *, round_: int, turn: int) -> EngineState:
     """The loop's round and turn numbers for this call; a new turn refills the R13 budget."""
     if turn != state.turn:
@@ -133,7 +155,11 @@ def pressure_gate(state: EngineState, settings: BreakerSettings, pressure: int) 
     if pressure < settings.threshold_tokens:
         return "below_threshold"
     if state.circuit_open:
-        return "circuit_open"
+        # A thrashing session's compactions work, they just come too often: the open circuit
+        # stops them at the threshold, not at the window's edge, where a request could only
+        # fail and come back through the overflow path. Ineffective ones (R32) stay stopped.
+        at_limit = state.circuit == "rapid_refill" and pressure >= settings.limit_tokens
+        return "limit" if at_limit else "circuit_open"
     if (
         state.last_post_tokens is not None
         and pressure < state.last_post_tokens + settings.recompact_margin_tokens
@@ -153,14 +179,21 @@ def gate_round(
 
 
 def healthy(state: EngineState, settings: BreakerSettings) -> EngineState:
-    """Below threshold: both breaker counters reset (R16).
-
-    The circuit stays as it is: right after a compaction pressure is below threshold by design,
-    so closing here would undo the rapid-refill breaker one round after it opened. Only a
-    manual compaction closes it (R15); the overflow path works while it is open (R13).
-    """
+    """A round below the threshold (R16, combined with R33 as the module docstring says)."""
+    rounds = state.healthy_rounds + 1
+    since = None if state.last_success_round is None else state.round - state.last_success_round
+    refills = state.rapid_refills
+    if since is None or since > settings.rapid_refill_window_rounds:
+        refills = 0
+    circuit = state.circuit
+    if circuit is not None and rounds >= close_after_rounds(settings):
+        circuit = None
     return replace(
-        state, consecutive_failures=0, rapid_refills=0, healthy_rounds=state.healthy_rounds + 1
+        state,
+        consecutive_failures=0,
+        rapid_refills=refills,
+        healthy_rounds=rounds,
+        circuit=circuit,
     )
 
 

@@ -10,20 +10,25 @@ pointers unless the summarizer is the turn model itself (R28).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from ..messages import ImagePart, Message, TextPart, ToolResult
+from ..messages import ImagePart, Message, TextPart, ToolCall, ToolResult
+from .provenance import history_ref
 from .prune import image_pointer
 from .regions import SUMMARY_TAG, call_sites, is_goal_candidate, repair_tool_pairs
 
 __all__ = [
+    "INCREMENTAL_INSTRUCTION",
+    "MERGE_INSTRUCTION",
     "SECTIONS",
     "SUMMARY_INSTRUCTION",
     "SummaryRequest",
     "build_summary_request",
     "excerpt_summary",
+    "is_summary_instruction",
+    "kept_messages",
     "kept_user_messages",
     "summary_message",
     "text_pointer_span",
@@ -43,19 +48,56 @@ SUMMARY_INSTRUCTION = (
     "checkpoint summary that you write now. The summary is all you will see of these messages "
     "when you continue, so keep every fact you will need: the user's goal and constraints, "
     "decisions and why they were made, exact file paths, identifiers, commands, values and "
-    "error messages, and where the work stands.\n\n"
+    "error messages, and where the work stands. Keep any [history seq N] references next to "
+    "the facts they stand for.\n\n"
     "Reply with text only (no tool calls), in Markdown, with exactly these sections:\n\n"
     + "\n".join(f"## {name}" for name in SECTIONS)
 )
 
+INCREMENTAL_INSTRUCTION = (
+    "Your context window is nearly full. The checkpoint summaries above stay as they are; the "
+    "messages after the last of them will be replaced by a new checkpoint summary that you "
+    "write now. Summarize only those later messages and do not repeat what the earlier "
+    "summaries already say. The new summary is all you will see of those messages when you "
+    "continue, so keep every fact from them you will need: the user's requests and "
+    "constraints, decisions and why they were made, exact file paths, identifiers, commands, "
+    "values and error messages, and where the work stands. Keep any [history seq N] references "
+    "next to the facts they stand for.\n\n"
+    "Reply with text only (no tool calls), in Markdown, with exactly these sections:\n\n"
+    + "\n".join(f"## {name}" for name in SECTIONS)
+)
+
+MERGE_INSTRUCTION = (
+    "Your context window is nearly full. The checkpoint summaries above will be replaced by one "
+    "summary that you write now, merging them: keep every fact they hold that you may still "
+    "need (the user's goal and constraints, decisions, exact file paths, identifiers, commands, "
+    "values and error messages, with their [history seq N] references), drop what is settled "
+    "or superseded, and say where the work stands.\n\n"
+    "Reply with text only (no tool calls), in Markdown, with exactly these sections:\n\n"
+    + "\n".join(f"## {name}" for name in SECTIONS)
+)
+
+_INSTRUCTIONS = frozenset({SUMMARY_INSTRUCTION, INCREMENTAL_INSTRUCTION, MERGE_INSTRUCTION})
+
+
+def is_summary_instruction(text: str) -> bool:
+    """Whether `text` is one of the engine's summary instructions (first, incremental, merge)."""
+    return text in _INSTRUCTIONS
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SummaryRequest:
-    """The exact summarizer call: `messages` to send and the cache hint for adapters."""
+    """The exact summarizer call: `messages` to send and the cache hint for adapters.
+
+    `max_output_tokens`, when set, is the longest summary the engine can use (a merge of the
+    summary chain asks for a summary shorter than the chain it replaces); a summarizer should
+    pass it on as the request's output limit.
+    """
 
     messages: tuple[Message, ...]
     span: tuple[int, int]
     cache_retention: Literal["none"] = "none"
+    max_output_tokens: int | None = None
 
     @property
     def replay(self) -> tuple[Message, ...]:
@@ -104,6 +146,7 @@ def build_summary_request(
     replay_images: bool = False,
     rounds: Sequence[int] | None = None,
     instruction: str = SUMMARY_INSTRUCTION,
+    max_output_tokens: int | None = None,
 ) -> SummaryRequest:
     """The warm-prefix replay for summarizing `messages[span[0]:span[1]]` (R24-R29).
 
@@ -119,7 +162,28 @@ def build_summary_request(
     # The turn requests carried these messages with broken pairs repaired (R22b), so the replay
     # does too: the same bytes (a warm prefix) and nothing a provider refuses.
     replay = tuple(repair_tool_pairs(replay))
-    return SummaryRequest(messages=(*replay, Message.user(instruction)), span=span)
+    return SummaryRequest(
+        messages=(*replay, Message.user(instruction)),
+        span=span,
+        max_output_tokens=max_output_tokens,
+    )
+
+
+def kept_messages(
+    messages: Sequence[Message],
+    span: tuple[int, int],
+    budget: int,
+    prices: Sequence[int],
+    pinned: frozenset[int] = frozenset(),
+) -> tuple[int, ...]:
+    """Indices a summary of `messages[span]` keeps verbatim before it, oldest first.
+
+    Every pinned message of the span (they never count against `budget`), then the user's own
+    messages that fit `budget` (`kept_user_messages`).
+    """
+    start, end = span
+    users = kept_user_messages(messages, span, budget, prices, skip=pinned)
+    return tuple(sorted({*users, *(i for i in pinned if start <= i < end)}))
 
 
 def kept_user_messages(
@@ -127,6 +191,8 @@ def kept_user_messages(
     span: tuple[int, int],
     budget: int,
     prices: Sequence[int],
+    *,
+    skip: frozenset[int] = frozenset(),
 ) -> tuple[int, ...]:
     """Indices of the user's own messages in `messages[span]` that a summary keeps verbatim.
 
@@ -143,7 +209,7 @@ def kept_user_messages(
     left = min(budget, sum(prices) // 2)
     kept: list[int] = []
     for i in range(end - 1, start - 1, -1):
-        if not is_goal_candidate(messages[i]):
+        if i in skip or not is_goal_candidate(messages[i]):
             continue
         if prices[i - start] > left:
             continue
@@ -152,21 +218,35 @@ def kept_user_messages(
     return tuple(reversed(kept))
 
 
-def summary_message(summary: str, replaced: int, kept: int = 0) -> Message:
-    """The user message that replaces the middle (R30), after the `kept` user messages."""
+def summary_message(
+    summary: str,
+    replaced: int,
+    kept: int = 0,
+    *,
+    kept_users_only: bool = True,
+    history: tuple[int, int] | None = None,
+) -> Message:
+    """The user message that replaces the middle (R30), after the `kept` messages.
+
+    `kept_users_only` says every kept message is the user's (else a pinned one is among them);
+    `history` is the first and last record seq replaced, named as `[history seq N-M]`.
+    """
     plural = "message" if replaced == 1 else "messages"
+    where = f" {history_ref(*history)}" if history is not None else ""
     if kept:
+        whose = "the user's " if kept_users_only else "the "
         verbatim = (
-            "the user's message above is kept from them word for word"
+            f"{whose}message above is kept from them word for word"
             if kept == 1
-            else f"the user's {kept} messages above are kept from them word for word"
+            else f"{whose}{kept} messages above are kept from them word for word"
         )
         note = f"{verbatim}, and the originals remain in the record"
     else:
         note = "the originals remain in the record"
     return Message.user(
         f"{SUMMARY_TAG}\n{summary.strip()}\n</compacted-summary>\n\n"
-        f"(This summary replaces {replaced} earlier {plural} of this conversation; {note}. "
+        f"(This summary replaces {replaced} earlier {plural} of this conversation{where}; "
+        f"{note}. "
         "Continue the work from here.)"
     )
 
@@ -191,6 +271,117 @@ def _clip(text: str, limit: int) -> str:
     return text[:head].rstrip() + " … " + (text[-tail:].lstrip() if tail else "")
 
 
+def _by_last_mention(items: Iterable[str]) -> list[str]:
+    """`items` without repeats, each where it was last mentioned (the newest matter most)."""
+    seen: dict[str, None] = {}
+    for item in items:  # re-inserting moves an item to the end
+        seen.pop(item, None)
+        seen[item] = None
+    return list(seen)
+
+
+def _tool_counts(middle: Sequence[Message]) -> dict[str, int]:
+    """How many times each tool was called in `middle`, in order of first call."""
+    tools: dict[str, int] = {}
+    for message in middle:
+        for call in message.tool_calls:
+            tools[call.name] = tools.get(call.name, 0) + 1
+    return tools
+
+
+def _paths_in(message: Message) -> Iterator[str]:
+    """File paths in `message`'s text, then in its tool calls' arguments."""
+    yield from (m.group(0) for m in _PATH.finditer(message.text))
+    for call in message.tool_calls:
+        yield from (m.group(0) for m in _PATH.finditer(call.arguments))
+
+
+def _error_lines(message: Message) -> Iterator[str]:
+    """The lines of `message`'s text that report an error, clipped."""
+    return (_clip(line, 200) for line in message.text.splitlines() if _ERROR.search(line))
+
+
+def _tools_line(middle: Sequence[Message]) -> str:
+    """Every tool called in `middle` with its count, in order of first call."""
+    tools = _tool_counts(middle)
+    if not tools:
+        return "No tools were called in this span."
+    return "Tools used: " + ", ".join(f"{name} x{n}" for name, n in tools.items())
+
+
+def _excerpt_sections(
+    messages: Sequence[Message], start: int, middle: Sequence[Message], budget: int
+) -> dict[str, list[str]]:
+    """Every section of the excerpt, in `SECTIONS` order; "Current Work" is filled later."""
+    goal = next((m.text for m in messages[:start] if is_goal_candidate(m)), "")
+    last = next((m.text for m in reversed(middle) if m.role == "assistant" and m.text.strip()), "")
+    paths = _by_last_mention(p for m in middle for p in _paths_in(m))
+    errors = _by_last_mention(e for m in middle for e in _error_lines(m))
+    return {
+        "Primary Request": [_clip(goal, budget // 6) if goal else "(no user goal)"],
+        "Key Technical Concepts": [_tools_line(middle)],
+        # The newest mentions matter most to the work that continues.
+        "Files and Code": [f"- {p}" for p in paths[-40:]],
+        "Errors and Fixes": [f"- {e}" for e in errors[-20:]],
+        "Current Work": [],
+        "Next Step": [_clip(last, 400) if last else "Continue from the messages below."],
+    }
+
+
+def _render_excerpt(sections: Mapping[str, list[str]], work: list[str]) -> str:
+    """The excerpt summary text: `sections` in order, with `work` as "Current Work"."""
+    body = dict(sections, **{"Current Work": work})
+    blocks = []
+    for name in SECTIONS:
+        lines = body[name] or ["(none)"]
+        blocks.append(f"## {name}\n" + "\n".join(lines))
+    return "(Deterministic excerpt summary: no summarizer was used.)\n\n" + "\n\n".join(blocks)
+
+
+def _work_line(message: Message, sites: Mapping[str, tuple[int, ToolCall]]) -> str:
+    """One "Current Work" line: who spoke (or which tool answered) and an excerpt."""
+    label: str = message.role
+    result = message.tool_result
+    if result is not None:
+        site = sites.get(result.call_id)
+        label = f"tool result ({site[1].name if site else 'unknown tool'})"
+    elif message.tool_calls:
+        label = "assistant → " + ", ".join(c.name for c in message.tool_calls)
+    flat = " ".join(message.text.split())
+    return f"- {label}: {_clip(flat, 300)}" if flat else f"- {label}"
+
+
+def _recent_work(
+    middle: Sequence[Message],
+    sites: Mapping[str, tuple[int, ToolCall]],
+    sections: Mapping[str, list[str]],
+    max_chars: int,
+) -> list[str]:
+    """Excerpts of `middle`, newest first while the whole summary fits, shown oldest first."""
+    work: list[str] = []
+    for message in reversed(middle):
+        candidate = [_work_line(message, sites), *work]
+        if len(_render_excerpt(sections, candidate)) > max_chars:
+            break
+        work = candidate
+    return work
+
+
+def _trim_to_fit(sections: dict[str, list[str]], work: list[str], max_chars: int) -> str:
+    """The rendered summary, trimming the longest section (oldest lines first) until it fits."""
+    text = _render_excerpt(sections, work)
+    while len(text) > max_chars:
+        lines = max(sections.values(), key=lambda ls: sum(len(line) for line in ls))
+        if len(lines) > 1:
+            del lines[0]
+        elif lines and len(lines[0]) > 40:
+            lines[0] = _clip(lines[0], len(lines[0]) // 2)
+        else:
+            return text[:max_chars]
+        text = _render_excerpt(sections, work)
+    return text
+
+
 def excerpt_summary(
     messages: Sequence[Message], span: tuple[int, int], *, max_chars: int = 6000
 ) -> str:
@@ -202,79 +393,6 @@ def excerpt_summary(
     """
     start, end = span
     middle = messages[start:end]
-    goal = next((m.text for m in messages[:start] if is_goal_candidate(m)), "")
-    sites = call_sites(messages)
-    tools: dict[str, int] = {}
-    for message in middle:
-        for call in message.tool_calls:
-            tools[call.name] = tools.get(call.name, 0) + 1
-    paths: dict[str, None] = {}
-    errors: dict[str, None] = {}
-    for message in middle:
-        text = message.text
-        found = [m.group(0) for m in _PATH.finditer(text)]
-        for call in message.tool_calls:
-            found.extend(m.group(0) for m in _PATH.finditer(call.arguments))
-        for path in found:  # re-inserting moves a path to the end: the order of last mention
-            paths.pop(path, None)
-            paths[path] = None
-        for line in text.splitlines():
-            if _ERROR.search(line):
-                clipped = _clip(line, 200)
-                errors.pop(clipped, None)
-                errors[clipped] = None
-    budget = max(max_chars, 400)
-    sections: dict[str, list[str]] = {name: [] for name in SECTIONS}
-    sections["Primary Request"].append(_clip(goal, budget // 6) if goal else "(no user goal)")
-    sections["Key Technical Concepts"].append(
-        "Tools used: " + ", ".join(f"{name} x{n}" for name, n in tools.items())
-        if tools
-        else "No tools were called in this span."
-    )
-    # The newest mentions matter most to the work that continues.
-    sections["Files and Code"].extend(f"- {p}" for p in list(paths)[-40:])
-    sections["Errors and Fixes"].extend(f"- {e}" for e in list(errors)[-20:])
-    last_assistant = next(
-        (m.text for m in reversed(middle) if m.role == "assistant" and m.text.strip()), ""
-    )
-    sections["Next Step"].append(
-        _clip(last_assistant, 400) if last_assistant else "Continue from the messages below."
-    )
-
-    def render(work: list[str]) -> str:
-        body = dict(sections, **{"Current Work": work})
-        blocks = []
-        for name in SECTIONS:
-            lines = body[name] or ["(none)"]
-            blocks.append(f"## {name}\n" + "\n".join(lines))
-        return "(Deterministic excerpt summary: no summarizer was used.)\n\n" + "\n\n".join(blocks)
-
-    # Spend what is left on excerpts of the shadowed messages, newest first, shown oldest first.
-    work: list[str] = []
-    per_message = 300
-    for message in reversed(middle):
-        label: str = message.role
-        result = message.tool_result
-        if result is not None:
-            site = sites.get(result.call_id)
-            label = f"tool result ({site[1].name if site else 'unknown tool'})"
-        elif message.tool_calls:
-            label = "assistant → " + ", ".join(c.name for c in message.tool_calls)
-        flat = " ".join(message.text.split())
-        line = f"- {label}: {_clip(flat, per_message)}" if flat else f"- {label}"
-        candidate = [line, *work]
-        if len(render(candidate)) > max_chars:
-            break
-        work = candidate
-    text = render(work)
-    while len(text) > max_chars:
-        # Trim the longest section, oldest lines first, until the whole summary fits.
-        lines = max(sections.values(), key=lambda ls: sum(len(line) for line in ls))
-        if len(lines) > 1:
-            del lines[0]
-        elif lines and len(lines[0]) > 40:
-            lines[0] = _clip(lines[0], len(lines[0]) // 2)
-        else:
-            return text[:max_chars]
-        text = render(work)
-    return text
+    sections = _excerpt_sections(messages, start, middle, max(max_chars, 400))
+    work = _recent_work(middle, call_sites(messages), sections, max_chars)
+    return _trim_to_fit(sections, work, max_chars)

@@ -184,11 +184,14 @@ def provider_summarizer(
     """
 
     async def summarize(request: SummaryRequest) -> str:
+        limit = max_output_tokens
+        if request.max_output_tokens is not None:
+            limit = min(limit or request.max_output_tokens, request.max_output_tokens)
         completion = await provider.complete(
             CompletionRequest(
                 messages=request.messages,
                 tools=tools,
-                max_output_tokens=max_output_tokens,
+                max_output_tokens=limit,
                 cache_retention=request.cache_retention,
             )
         )

@@ -6,9 +6,9 @@ one of them. Recall searches and reads those raw messages that the projection no
 - `search_history(record, query, limit=5)` → ranked `HistoryHit`s;
 - `read_history(record, seq, offset=0, max_tokens=...)` → a `HistoryPage` of one message;
 - `prepare_index(record)`: build the index now (a SQLite writer then indexes each append);
-- the same as the model's tools `history_search` / `history_read`: `history_tools` (for
-  `CoreLoop`), `openai_tool_schemas` / `anthropic_tool_schemas` with `execute_history_tool`
-  (for your own loop).
+- the same as the model's tools `history_search` / `history_read`: `history_tools` (the
+  fields of a `loop.Tool`, for `CoreLoop`), `openai_tool_schemas` / `anthropic_tool_schemas`
+  with `execute_history_tool` (for your own loop).
 
 Matching (see `recall.text`): every query term must occur in the message, case-insensitively;
 a `"quoted phrase"` is one term; nothing else in a query is syntax. `SqliteRecord` searches an
@@ -36,6 +36,7 @@ from .tools import (
     HISTORY_SEARCH,
     MAX_TOOL_LIMIT,
     MIN_RESULT_TOKENS,
+    HistoryTool,
     anthropic_tool_schemas,
     execute_history_tool,
     history_tools,
@@ -56,6 +57,7 @@ __all__ = [
     "SCAN_LIMIT",
     "HistoryHit",
     "HistoryPage",
+    "HistoryTool",
     "anthropic_tool_schemas",
     "execute_history_tool",
     "hidden_seqs",

@@ -1,6 +1,8 @@
 """The history tools: `history_search` and `history_read` for the model, in three shapes.
 
-- `history_tools(record, max_tokens=...)`: `Tool` objects for `CoreLoop` and the harness;
+- `history_tools(record, max_tokens=...)`: two `HistoryTool`s, whose fields are those of
+  `loop.Tool` (`Tool(name=t.name, fn=t.fn, description=t.description, parameters=t.parameters)`);
+  recall sits below the loop in the layers, so the loop side builds the `Tool`;
 - `openai_tool_schemas()` / `anthropic_tool_schemas()`: the schemas as plain dicts for the
   official SDKs (`tools=` of Chat Completions / Messages);
 - `execute_history_tool(record, name, arguments, max_tokens=...)`: the executor for your own
@@ -17,8 +19,9 @@ import copy
 import json
 import logging
 import re
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
 
 from ..errors import ConfigError, RecallError
 from ..record import Record
@@ -26,14 +29,12 @@ from ..tokens import estimate_tokens
 from .search import HistoryHit, read_history, search_history
 from .text import parse_query
 
-if TYPE_CHECKING:
-    from ..loop import Tool
-
 __all__ = [
     "HISTORY_READ",
     "HISTORY_SEARCH",
     "MAX_TOOL_LIMIT",
     "MIN_RESULT_TOKENS",
+    "HistoryTool",
     "anthropic_tool_schemas",
     "execute_history_tool",
     "history_tools",
@@ -138,26 +139,42 @@ def _check_max_tokens(max_tokens: object) -> int:
     return max_tokens
 
 
-def history_tools(record: Record, *, max_tokens: int) -> tuple[Tool, Tool]:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HistoryTool:
+    """One history tool bound to a record: the fields of `loop.Tool`, which `CoreLoop` takes.
+
+    `fn` takes the call's parsed arguments and returns the result text; it never raises.
+    """
+
+    name: str
+    fn: Callable[[Mapping[str, Any]], Awaitable[str]]
+    description: str
+    parameters: Mapping[str, Any]
+
+
+def history_tools(record: Record, *, max_tokens: int) -> tuple[HistoryTool, HistoryTool]:
     """`history_search` and `history_read` over `record`, results within `max_tokens`.
 
     Raises `ConfigError` if `max_tokens` is below `MIN_RESULT_TOKENS`.
     """
-    from ..loop import Tool  # here, not at the top: the loop may import recall to offer these
-
     cap = _check_max_tokens(max_tokens)
 
-    def bind(name: str) -> Any:
+    def bind(name: str) -> Callable[[Mapping[str, Any]], Awaitable[str]]:
         async def run(arguments: Mapping[str, Any]) -> str:
             return _answer(record, name, arguments, cap)
 
         return run
 
-    tools = tuple(
-        Tool(name=name, fn=bind(name), description=description, parameters=parameters)
+    search, read = (
+        HistoryTool(
+            name=name,
+            fn=bind(name),
+            description=description,
+            parameters=copy.deepcopy(dict(parameters)),
+        )
         for name, description, parameters in _SPECS
     )
-    return tools[0], tools[1]
+    return search, read
 
 
 def execute_history_tool(

@@ -96,6 +96,10 @@ def _event_fields(event: Event) -> dict[str, Any]:
             if event.span is not None:
                 boundary["span"] = list(event.span)
                 boundary["replacement"] = [message_to_dict(m) for m in event.replacement]
+            if event.history is not None:
+                boundary["history"] = list(event.history)
+            if event.retained is not None:
+                boundary["retained"] = {"found": event.retained[0], "kept": event.retained[1]}
             return boundary
         case Reminder():
             return {"reason": event.reason, "message": message_to_dict(event.message)}
@@ -202,6 +206,11 @@ def _decode_boundary(f: _Fields) -> Event:
     replacement = tuple(
         _message(m, f"replacement[{i}]") for i, m in enumerate(f.get("replacement", list, []))
     )
+    history = f.span("history") if "history" in f.obj else None
+    retained = None
+    if "retained" in f.obj:
+        rf = _Fields(f.get("retained", dict))
+        retained = (rf.get("found", int), rf.get("kept", int))
     return CompactionBoundary(
         action=f.get("action", str),
         trigger=f.get("trigger", str, "pressure"),
@@ -212,6 +221,8 @@ def _decode_boundary(f: _Fields) -> Event:
         edits=tuple(edits),
         span=span,
         replacement=replacement,
+        history=history,
+        retained=retained,
     )
 
 

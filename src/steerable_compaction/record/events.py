@@ -177,6 +177,8 @@ class CompactionBoundary:
     It carries everything needed to reproduce the rewrite from the record alone, and nothing
     that the record already holds (untouched messages are not repeated). When `compaction_id`
     is set the boundary closes that bracket and `span` must equal the bracket's span.
+    `history` is the first and last record seq of what the span replaced (provenance);
+    `retained` is the retention check's `(found, kept)` atoms for a summary.
     """
 
     action: CompactionAction
@@ -188,6 +190,8 @@ class CompactionBoundary:
     edits: tuple[Edit, ...] = ()
     span: tuple[int, int] | None = None
     replacement: tuple[Message, ...] = ()
+    history: tuple[int, int] | None = None
+    retained: tuple[int, int] | None = None
     kind: Literal["compaction_boundary"] = "compaction_boundary"
 
     def __post_init__(self) -> None:
@@ -210,6 +214,13 @@ class CompactionBoundary:
             raise RecordError("a boundary with a replacement needs a span")
         if self.compaction_id is not None and self.span is None:
             raise RecordError("a boundary that closes a bracket needs its span")
+        if self.history is not None:
+            _check_span(self.history)
+        if self.retained is not None:
+            found, kept = self.retained
+            _check_tokens(retained_found=found, retained_kept=kept)
+            if kept > found:
+                raise RecordError(f"retained keeps {kept} of {found} atoms found")
         indices = [e.index for e in self.edits]
         if len(set(indices)) != len(indices):
             raise RecordError("a boundary edits each index at most once")

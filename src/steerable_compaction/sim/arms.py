@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from ..compaction import prune, select_regions
+from ..compaction import newest_turn, prune, select_regions
 from ..engine import newest_usage
 from ..errors import ContextOverflowError
 from ..harness import default_harness_text, load_harness
@@ -57,7 +57,6 @@ __all__ = [
     "ObservationMaskingArm",
     "build_current",
     "build_none",
-    "newest_turn",
 ]
 
 MAX_ROUNDS_PER_TURN = 50  # as the packaged harness
@@ -84,23 +83,6 @@ class BuiltArm:
     loop: CoreLoop
     policy: CompactionPolicy
     trace_policy: CompactionPolicy | None = None
-
-
-def newest_turn(messages: Sequence[Message]) -> frozenset[int]:
-    """The newest assistant message with tool calls and the results answering it."""
-    for i in range(len(messages) - 1, -1, -1):
-        message = messages[i]
-        if message.role == "assistant":
-            ids = {c.id for c in message.tool_calls}
-            if not ids:
-                return frozenset()
-            answers = {
-                j
-                for j in range(i + 1, len(messages))
-                if (r := messages[j].tool_result) is not None and r.call_id in ids
-            }
-            return frozenset({i, *answers})
-    return frozenset()
 
 
 def leading_system(messages: Sequence[Message]) -> int:

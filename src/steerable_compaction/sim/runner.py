@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ..compaction import SUMMARY_INSTRUCTION
+from ..compaction import is_summary_instruction
 from ..errors import (
     CompactionError,
     ContextOverflowError,
@@ -29,7 +29,7 @@ from ..loop import Tool, ToolOutput
 from ..messages import Message
 from ..policy import resolve_compaction_policy
 from ..providers.base import CompletionRequest
-from ..record import CompactionBoundary, MemoryRecord
+from ..record import CompactionBoundary, MemoryRecord, Usage
 from ..trace import check_trace
 from .agent import ScriptedAgent
 from .arms import (
@@ -45,7 +45,7 @@ from .arms import (
 from .diagnose import loss_causes
 from .metrics import PRICES, PRIMARY, RULES, billed_cost, cache_hit_rate, replay_usage
 from .peers import CODEX_PROMPT, CodexArm, LangChainArm, OpenHandsArm
-from .provider import SimClock, SimProvider
+from .provider import Exchange, SimClock, SimProvider
 from .summarizer import TRANSCRIPT_OPEN, ExtractiveSummarizer
 from .tasks import TASK_NAMES, Task, build_task
 
@@ -125,7 +125,7 @@ def is_summary_call(request: CompletionRequest) -> bool:
     if last is None or last.role != "user":
         return False
     text = last.text
-    return text in (SUMMARY_INSTRUCTION, CODEX_PROMPT) or TRANSCRIPT_OPEN in text
+    return is_summary_instruction(text) or text == CODEX_PROMPT or TRANSCRIPT_OPEN in text
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -246,6 +246,48 @@ async def run_session(
     return replace(result, lost=lost, model=model)
 
 
+async def _billing(
+    exchanges: Sequence[Exchange], usages: Sequence[Usage], window: int
+) -> tuple[dict[str, float], dict[str, float | None]]:
+    """Cost and cache-hit rate under every provider's cache rules (the primary's as billed)."""
+    costs: dict[str, float] = {}
+    rates: dict[str, float | None] = {}
+    for name, rules in RULES.items():
+        billed = usages if name == PRIMARY else await replay_usage(exchanges, rules(), window)
+        costs[name] = round(billed_cost(billed, PRICES[name]), 6)
+        rates[name] = cache_hit_rate(billed)
+    return costs, rates
+
+
+def _recall_by_carrier(task: Task, correct: Mapping[str, bool]) -> dict[str, tuple[int, int]]:
+    """(recalled, planted) needles per carrier."""
+    by_carrier: dict[str, tuple[int, int]] = {}
+    for needle in task.needles:
+        hit, total = by_carrier.get(needle.carrier, (0, 0))
+        by_carrier[needle.carrier] = (hit + correct[needle.id], total + 1)
+    return by_carrier
+
+
+@dataclass(frozen=True, slots=True)
+class _Usages:
+    """The usage of every answered request, split into agent turns and summary calls."""
+
+    answered: tuple[Usage, ...]
+    turns: tuple[Usage, ...]
+    summaries: tuple[Usage, ...]
+
+    @classmethod
+    def of(cls, exchanges: Sequence[Exchange]) -> _Usages:
+        """The usages of `exchanges` that got a completion, in order."""
+        answered = [(e.completion.usage, e.request) for e in exchanges if e.completion is not None]
+        flagged = [(usage, is_summary_call(request)) for usage, request in answered]
+        return cls(
+            answered=tuple(u for u, _ in flagged),
+            turns=tuple(u for u, summary in flagged if not summary),
+            summaries=tuple(u for u, summary in flagged if summary),
+        )
+
+
 async def _measure(
     task: Task,
     arm: str,
@@ -256,21 +298,9 @@ async def _measure(
     death: str | None,
 ) -> RunResult:
     exchanges = provider.exchanges
-    answered = [e for e in exchanges if e.completion is not None]
-    flags = [is_summary_call(e.request) for e in answered]
-    usages = [e.completion.usage for e in answered if e.completion is not None]
-    summaries = [u for u, f in zip(usages, flags, strict=True) if f]
-    costs: dict[str, float] = {}
-    rates: dict[str, float | None] = {}
-    for name, rules in RULES.items():
-        billed = usages if name == PRIMARY else await replay_usage(exchanges, rules(), task.window)
-        costs[name] = round(billed_cost(billed, PRICES[name]), 6)
-        rates[name] = cache_hit_rate(billed)
+    usages = _Usages.of(exchanges)
+    costs, rates = await _billing(exchanges, usages.answered, task.window)
     correct = agent.recall()
-    by_carrier: dict[str, tuple[int, int]] = {}
-    for needle in task.needles:
-        hit, total = by_carrier.get(needle.carrier, (0, 0))
-        by_carrier[needle.carrier] = (hit + correct[needle.id], total + 1)
     report = check_trace(
         record,
         [e.request for e in exchanges],
@@ -288,23 +318,23 @@ async def _measure(
         needles=len(task.needles),
         recalled=tuple(i for i, ok in correct.items() if ok),
         recall=sum(correct.values()) / len(correct) if correct else 0.0,
-        recall_by_carrier=by_carrier,
-        requests=len(answered),
-        prompt_tokens=sum(u.prompt_tokens for u in usages),
-        cached_tokens=sum(u.cached_tokens for u in usages),
-        completion_tokens=sum(u.completion_tokens for u in usages),
-        cache_hit_rate=cache_hit_rate(usages),
+        recall_by_carrier=_recall_by_carrier(task, correct),
+        requests=len(usages.answered),
+        prompt_tokens=sum(u.prompt_tokens for u in usages.answered),
+        cached_tokens=sum(u.cached_tokens for u in usages.answered),
+        completion_tokens=sum(u.completion_tokens for u in usages.answered),
+        cache_hit_rate=cache_hit_rate(usages.answered),
         summary_calls=sum(1 for e in exchanges if is_summary_call(e.request)),
-        summary_prompt_tokens=sum(u.prompt_tokens for u in summaries),
-        summary_cached_tokens=sum(u.cached_tokens for u in summaries),
-        summary_cache_hit_rate=cache_hit_rate(summaries),
+        summary_prompt_tokens=sum(u.prompt_tokens for u in usages.summaries),
+        summary_cached_tokens=sum(u.cached_tokens for u in usages.summaries),
+        summary_cache_hit_rate=cache_hit_rate(usages.summaries),
         compactions=sum(1 for e in record.entries if isinstance(e.event, CompactionBoundary)),
         overflow_deaths=int(death == "overflow"),
         death=death,
         cost_usd=costs,
         cache_hit_rate_by_rules=rates,
         trace={str(check): n for check, n in report.counts().items()},
-        pressure=tuple(u.prompt_tokens for u, f in zip(usages, flags, strict=True) if not f),
+        pressure=tuple(u.prompt_tokens for u in usages.turns),
     )
 
 

@@ -17,6 +17,12 @@ Every line is scored on generic features only, never on what will be asked:
 - code, indentation and timestamped log lines are discounted, newer lines are preferred, and
   each further line from the same tool result is worth half the previous one.
 
+It follows the engine's instructions as a model would: asked for an incremental summary
+(`INCREMENTAL_INSTRUCTION`), it reads only the messages after the last summary of the replay
+(the earlier summaries stay, so it neither carries nor repeats them); asked to merge
+(`MERGE_INSTRUCTION`), it reads only the summaries (the messages kept among them stay as they
+are).
+
 The best lines that fit the output budget are kept (clipped to `line_chars`) and laid out in the
 engine's six checkpoint sections. The budget is what a writer would spend: most of the carried
 summary again (`carry`, 0.85) plus `1/ratio` of the fresh material (16 by default; `eval
@@ -31,7 +37,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..compaction import SECTIONS
+from ..compaction import INCREMENTAL_INSTRUCTION, MERGE_INSTRUCTION, SECTIONS
 from ..compaction.regions import is_goal_candidate
 from ..messages import Message
 from ..providers.base import CompletionRequest
@@ -140,10 +146,10 @@ def _is_summary(text: str) -> bool:
     return text.lstrip().startswith(SUMMARY_MARKERS)
 
 
-def units_from_messages(messages: Sequence[Message]) -> list[Unit]:
-    """Candidate lines of a warm replay; the first user message is the goal."""
+def units_from_messages(messages: Sequence[Message], *, goal: bool = True) -> list[Unit]:
+    """Candidate lines of a warm replay; the first user message is the goal (if `goal`)."""
     out: list[Unit] = []
-    goal_seen = False
+    goal_seen = not goal
     for source, message in enumerate(messages):
         if message.role == "system":
             continue
@@ -289,11 +295,19 @@ class ExtractiveSummarizer:
     def __call__(self, request: CompletionRequest) -> str:
         """The summary text for a warm replay or a cold request."""
         last = request.messages[-1] if request.messages else Message.user("")
+        replay = list(request.messages[:-1])
         if TRANSCRIPT_OPEN in last.text:
             units = units_from_text(last.text)
+        elif last.text == INCREMENTAL_INSTRUCTION:
+            cut = max((i + 1 for i, m in enumerate(replay) if _is_summary(m.text)), default=0)
+            replay = replay[cut:]  # only what came after the last summary; no goal there
+            units = units_from_messages(replay, goal=False)
+        elif last.text == MERGE_INSTRUCTION:
+            replay = [m for m in replay if m.role == "user" and _is_summary(m.text)]
+            units = units_from_messages(replay, goal=False)
         else:
-            units = units_from_messages(request.messages[:-1])
-        tokens = estimate_tokens(list(request.messages))
+            units = units_from_messages(replay)
+        tokens = estimate_tokens([*replay, last])
         carried = sum(estimate_tokens(u.text) + 2 for u in units if u.role == "summary")
         budget = self.budget(max(tokens - carried, 0), carried, request.max_output_tokens)
         return self.summarize(units, budget)

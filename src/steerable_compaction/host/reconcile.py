@@ -37,9 +37,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from .errors import CompactionError
-from .messages import Message
-from .record import CompactionBoundary, MessageAppended, Record, Reminder
+from ..errors import CompactionError
+from ..messages import Message
+from ..record import CompactionBoundary, MessageAppended, Record, Reminder
 
 __all__ = [
     "ReconcilePlan",

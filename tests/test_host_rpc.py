@@ -2,24 +2,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import queue
-import subprocess
-import sys
-import threading
-from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
 
 import pytest
 
 from steerable_compaction import Message
-from steerable_compaction.demo import ScriptedAgent, Workspace, build_provider
 from steerable_compaction.errors import OverflowRetriesExhaustedError, ProviderError
-from steerable_compaction.messages import message_from_dict, message_to_dict
-from steerable_compaction.providers.base import CompletionRequest, Provider, StreamDone
-from steerable_compaction.record import JsonlRecord, MemoryRecord, MessageAppended, Record, Reminder
-from steerable_compaction.sidecar import (
+from steerable_compaction.host.protocol import (
     BUSY,
     COMPACTION_DISABLED,
     INTERNAL_ERROR,
@@ -29,59 +18,14 @@ from steerable_compaction.sidecar import (
     PARSE_ERROR,
     SEED_CONFLICT,
     TURN_FAILED,
-    JsonRpcServer,
-    Session,
-    entry_event,
-    serve_stdio,
 )
+from steerable_compaction.host.session import Session
+from steerable_compaction.messages import message_from_dict, message_to_dict
+from steerable_compaction.providers.base import Provider
+from steerable_compaction.record import JsonlRecord, MemoryRecord, MessageAppended
 from steerable_compaction.testing import FunctionProvider, ScriptedProvider
 
-Json = dict[str, Any]
-
-
-class Wire:
-    """An in-process client: feeds lines to a server and parses what it wrote."""
-
-    def __init__(self, session: Session) -> None:
-        self.session = session
-        self.lines: list[bytes] = []
-        self.server = JsonRpcServer(session, self.lines.append)
-        self._next_id = 0
-
-    async def raw(self, data: str | bytes) -> list[Any]:
-        start = len(self.lines)
-        await self.server.handle_line(data.encode() if isinstance(data, str) else data)
-        await self.server.drain()
-        return [json.loads(line) for line in self.lines[start:]]
-
-    async def call(self, method: str, params: Any = None, **extra: Any) -> list[Json]:
-        self._next_id += 1
-        request: Json = {"jsonrpc": "2.0", "id": self._next_id, "method": method, **extra}
-        if params is not None:
-            request["params"] = params
-        return await self.raw(json.dumps(request))
-
-    async def result(self, method: str, params: Any = None) -> Json:
-        *_, response = await self.call(method, params)
-        assert "result" in response, response
-        result: Json = response["result"]
-        return result
-
-    async def error(self, method: str, params: Any = None) -> Json:
-        *_, response = await self.call(method, params)
-        assert "error" in response, response
-        error: Json = response["error"]
-        return error
-
-
-def demo_session(record: Record, *, window: int = 4096, **kwargs: Any) -> Session:
-    workspace = Workspace()
-    provider = build_provider("demo", window=window, agent=ScriptedAgent(workspace))
-    return Session(record, provider, window=window, tools=workspace.tools(), env={}, **kwargs)
-
-
-def events(lines: list[Json]) -> list[Json]:
-    return [line["params"] for line in lines if line.get("method") == "agent.chat.event"]
+from .host_helpers import UNECHOABLE_IDS, Gate, Json, Wire, demo_session, events, strict_json
 
 
 async def test_send_streams_the_turns_events_before_its_response() -> None:
@@ -331,6 +275,8 @@ async def test_notifications_get_no_response_even_when_unknown() -> None:
     assert all(line["params"]["request"] is None for line in lines)
     assert record.message_count == 6  # input, list_files, read_file, their results, reply
     assert await wire.raw("\n") == []
+    bad = '{"jsonrpc": "2.0", "method": "agent.chat.history", "params": {"limit": 0}}'
+    assert await wire.raw(bad) == []  # bad params in a notification: still no answer
 
 
 async def test_a_batch_is_answered_with_one_array_in_order() -> None:
@@ -350,19 +296,6 @@ async def test_a_batch_is_answered_with_one_array_in_order() -> None:
     assert "result" in answer[0] and answer[1]["result"]["compact_requested"] is True
     assert answer[2]["error"]["code"] == METHOD_NOT_FOUND
     assert answer[3]["error"]["code"] == INVALID_REQUEST
-
-
-class Gate:
-    """A provider whose first request waits until the test opens the gate."""
-
-    def __init__(self) -> None:
-        self.opened = asyncio.Event()
-        self.started = asyncio.Event()
-
-    async def answer(self, request: CompletionRequest) -> str:
-        self.started.set()
-        await self.opened.wait()
-        return "done"
 
 
 async def test_a_running_turn_keeps_status_and_compact_answering_and_refuses_a_second_turn() -> (
@@ -401,6 +334,93 @@ async def test_a_running_turn_keeps_status_and_compact_answering_and_refuses_a_s
     batch = next(json.loads(line) for line in wire.lines if line.startswith(b"["))
     assert batch[0]["error"]["code"] == BUSY
     assert wire.session.busy is False
+
+
+@pytest.mark.parametrize("request_id", UNECHOABLE_IDS)
+async def test_an_id_a_reply_cannot_echo_is_an_invalid_request(request_id: bytes) -> None:
+    """Issue 14: a NaN, infinite or lone-surrogate id is -32600 with a null id, alone or batched."""
+    wire = Wire(demo_session(MemoryRecord()))
+    line = b'{"jsonrpc":"2.0","id":' + request_id + b',"method":"agent.chat.status"}'
+    (response,) = await wire.raw(line)
+    assert response["id"] is None and response["error"]["code"] == INVALID_REQUEST
+    assert "id must be" in response["error"]["message"]
+    (batch,) = await wire.raw(b"[" + line + b"]")
+    assert batch == [response]
+    assert "result" in (await wire.call("agent.chat.status"))[-1]
+
+
+async def test_lone_surrogates_in_a_method_or_param_name_get_an_encodable_error() -> None:
+    """Issue 14: names echoed in an error have each lone surrogate replaced by U+FFFD."""
+    wire = Wire(demo_session(MemoryRecord()))
+    (missing,) = await wire.raw(b'{"jsonrpc":"2.0","id":1,"method":"a\\ud800"}')
+    assert missing["error"]["code"] == METHOD_NOT_FOUND
+    assert missing["error"]["data"] == {"method": "a\ufffd"}
+    (unknown,) = await wire.raw(
+        b'{"jsonrpc":"2.0","id":2,"method":"agent.chat.status","params":{"\\udc00x":1}}'
+    )
+    assert unknown["id"] == 2 and unknown["error"]["code"] == INVALID_PARAMS
+    assert unknown["error"]["data"] == {"unknown": ["\ufffdx"]}
+
+
+async def test_a_record_value_json_cannot_carry_still_reaches_the_host_replaced() -> None:
+    """Issue 14: an event holding a lone surrogate (a memory record keeps it) is sent scrubbed."""
+    wire = Wire(demo_session(MemoryRecord()))
+    lines = await wire.raw(
+        b'{"jsonrpc":"2.0","id":1,"method":"agent.chat.send","params":'
+        b'{"input":"hi \\ud800 (read 1 files)"}}'
+    )
+    assert events(lines)[0]["message"]["parts"][0]["text"] == "hi \ufffd (read 1 files)"
+    assert lines[-1]["id"] == 1 and lines[-1]["result"]["stop"] == "answered"
+
+
+async def test_hostile_lines_while_a_turn_runs_leave_the_turn_to_answer() -> None:
+    """Issue 14: every hostile line gets its error at once, and the turn in flight still answers."""
+    gate = Gate()
+    wire = Wire(Session(MemoryRecord(), FunctionProvider(gate.answer), window=4096, env={}))
+    server = wire.server
+    await server.handle_line(
+        b'{"jsonrpc":"2.0","id":1,"method":"agent.chat.send","params":{"input":"a"}}'
+    )
+    await gate.started.wait()
+    start = len(wire.lines)
+    hostile = [
+        b'{"jsonrpc":"2.0","id":' + request_id + b',"method":"agent.chat.status"}'
+        for request_id in UNECHOABLE_IDS
+    ]
+    hostile += [
+        b'{"jsonrpc":"2.0","id":2,"method":"\\ud800"}',
+        b'{"jsonrpc":"2.0","id":3,"method":"agent.chat.history","params":{"\\ud800":1}}',
+    ]
+    for line in hostile:
+        await server.handle_line(line)
+    replies = [strict_json(line) for line in wire.lines[start:]]
+    assert len(replies) == len(hostile) and all("error" in r for r in replies)
+    gate.opened.set()
+    await server.drain()
+    last = strict_json(wire.lines[-1])
+    assert last["id"] == 1 and last["result"]["reply"] == "done"
+
+
+@pytest.mark.parametrize("line", [b'{"jsonrpc":"2.0","id":1}', b'[{"jsonrpc":"2.0","id":1}]'])
+async def test_a_bug_in_the_framing_is_an_internal_error_and_the_server_goes_on(
+    line: bytes, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A request or batch that trips a bug outside any method still gets -32603 (id null)."""
+    wire = Wire(demo_session(MemoryRecord()))
+
+    def broken(payload: object) -> object:
+        raise KeyError("boom")
+
+    monkeypatch.setattr(wire.server, "_prepare", broken)
+    (response,) = await wire.raw(line)
+    assert response == {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {"code": INTERNAL_ERROR, "message": "internal error"},
+    }
+    assert "KeyError: 'boom'" in caplog.text
+    monkeypatch.undo()
+    assert "result" in (await wire.call("agent.chat.status"))[-1]
 
 
 async def test_a_failing_provider_is_a_turn_failed_error_and_the_server_goes_on() -> None:
@@ -509,257 +529,6 @@ async def test_r1_a_contradicting_seed_is_refused_and_the_record_file_keeps_its_
         assert path.read_bytes() == before
 
 
-async def test_serve_stdio_reads_lines_until_eof_and_finishes_the_running_turn() -> None:
-    """The stdio loop serves a pipe until it closes, then waits for the turn in flight."""
-    read_fd, write_fd = os.pipe()
-    requests = [
-        {"jsonrpc": "2.0", "id": 1, "method": "agent.chat.send", "params": {"input": "hi"}},
-        {"jsonrpc": "2.0", "id": 2, "method": "agent.chat.status"},
-    ]
-    with os.fdopen(write_fd, "wb") as writer:
-        writer.write(b"".join(json.dumps(r).encode() + b"\n" for r in requests))
-
-    class Sink:
-        def __init__(self) -> None:
-            self.data = b""
-
-        def write(self, data: bytes) -> int:
-            self.data += data
-            return len(data)
-
-        def flush(self) -> None:
-            pass
-
-    out = Sink()
-    with os.fdopen(read_fd, "rb") as reader:
-        session = demo_session(MemoryRecord())
-        await asyncio.wait_for(serve_stdio(session, reader, out), 30)  # type: ignore[arg-type]
-    replies = [json.loads(line) for line in out.data.splitlines()]
-    ids = [r["id"] for r in replies if "id" in r]
-    assert sorted(ids) == [1, 2]
-
-
-async def test_serve_stdio_stops_when_the_host_stops_reading() -> None:
-    """A broken stdout ends the loop quietly instead of raising."""
-    read_fd, write_fd = os.pipe()
-    with os.fdopen(write_fd, "wb") as writer:
-        writer.write(
-            b'{"jsonrpc":"2.0","id":1,"method":"agent.chat.send","params":{"input":"x"}}\n'
-        )
-        writer.write(b'{"jsonrpc":"2.0","id":2,"method":"agent.chat.status"}\n' * 3)
-
-    class Broken:
-        writes = 0
-
-        def write(self, data: bytes) -> int:
-            self.writes += 1
-            raise BrokenPipeError
-
-        def flush(self) -> None:
-            pass
-
-    out = Broken()
-    with os.fdopen(read_fd, "rb") as reader:
-        session = demo_session(MemoryRecord())
-        await asyncio.wait_for(serve_stdio(session, reader, out), 30)  # type: ignore[arg-type]
-    assert out.writes == 1  # nothing more is written once the pipe broke
-
-
-# -- the real process --------------------------------------------------------------------------
-
-
-class Process:
-    """`steerable-compaction serve` as a subprocess, read line by line with a deadline."""
-
-    def __init__(self, *args: str) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "steerable_compaction", "serve", *args],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env={**os.environ, "STEERABLE_SUMMARIZER": "1"},
-        )
-        self.out: queue.Queue[bytes] = queue.Queue()
-        assert self.proc.stdout is not None
-        threading.Thread(target=self._pump, args=(self.proc.stdout,), daemon=True).start()
-
-    def _pump(self, stream: IO[bytes]) -> None:
-        for line in iter(stream.readline, b""):
-            self.out.put(line)
-        self.out.put(b"")
-
-    def send(self, data: str | bytes) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write((data.encode() if isinstance(data, str) else data) + b"\n")
-        self.proc.stdin.flush()
-
-    def read(self, timeout: float = 30.0) -> Json:
-        line = self.out.get(timeout=timeout)
-        assert line, f"the sidecar closed its output: {self.stderr()}"
-        value: Json = json.loads(line)
-        return value
-
-    def until_response(self, request_id: object) -> tuple[list[Json], Json]:
-        notes: list[Json] = []
-        while True:
-            message = self.read()
-            if message.get("id") == request_id and "method" not in message:
-                return notes, message
-            notes.append(message)
-
-    def stderr(self) -> str:
-        if self.proc.poll() is None:
-            return "(still running)"
-        assert self.proc.stderr is not None
-        return self.proc.stderr.read().decode()
-
-
-@pytest.fixture
-def sidecar(tmp_path: Path) -> Iterator[Process]:
-    process = Process("--record", str(tmp_path / "session.jsonl"), "--window", "4096")
-    try:
-        yield process
-    finally:
-        if process.proc.poll() is None:
-            process.proc.kill()
-        process.proc.wait(timeout=30)
-        for stream in (process.proc.stdin, process.proc.stdout, process.proc.stderr):
-            if stream is not None:
-                stream.close()
-
-
-@pytest.mark.slow
-def test_the_serve_process_speaks_json_rpc_over_pipes(sidecar: Process, tmp_path: Path) -> None:
-    """A real `serve` process over pipes, end to end.
-
-    A turn with compactions, a manual compaction, history, status, bad input survived, a refused
-    seed leaving the record's bytes alone, and a clean exit when stdin closes.
-    """
-    sidecar.send(
-        '{"jsonrpc":"2.0","id":1,"method":"agent.chat.send","params":'
-        '{"input":"Map it (read 12 files)."}}'
-    )
-    notes, done = sidecar.until_response(1)
-    kinds = [n["params"]["type"] for n in notes]
-    assert kinds[0] == "user" and kinds[-1] == "reply" and "compaction" in kinds
-    assert done["result"]["stop"] == "answered"
-    host = [n["params"]["message"] for n in notes if "message" in n["params"]]
-
-    sidecar.send("this is not JSON")
-    assert sidecar.read()["error"]["code"] == PARSE_ERROR
-    sidecar.send('{"jsonrpc":"2.0","id":2,"method":"agent.chat.launch"}')
-    assert sidecar.read()["error"]["code"] == METHOD_NOT_FOUND
-    sidecar.send('{"jsonrpc":"2.0","id":3,"method":"agent.chat.history","params":{"limit":"9"}}')
-    assert sidecar.read()["error"]["code"] == INVALID_PARAMS
-
-    sidecar.send('{"jsonrpc":"2.0","id":4,"method":"agent.chat.compact"}')
-    assert sidecar.read()["result"]["scheduled"] is True
-    sidecar.send(
-        '{"jsonrpc":"2.0","id":5,"method":"agent.chat.send","params":'
-        '{"input":"One more (read 1 files)."}}'
-    )
-    notes, done = sidecar.until_response(5)
-    first = next(n["params"] for n in notes if n["params"]["type"] == "compaction")
-    assert first["trigger"] == "manual"
-    host += [n["params"]["message"] for n in notes if "message" in n["params"]]
-
-    sidecar.send(
-        '{"jsonrpc":"2.0","id":6,"method":"agent.chat.history","params":{"offset":0,"limit":500}}'
-    )
-    history = sidecar.read()["result"]
-    assert [m["message"] for m in history["messages"]] == host
-
-    record = tmp_path / "session.jsonl"
-    before = record.read_bytes()
-    edited = [*host]
-    edited[0] = message_to_dict(Message.user("A different goal."))
-    sidecar.send(
-        json.dumps(
-            {"jsonrpc": "2.0", "id": 7, "method": "agent.chat.seed", "params": {"messages": edited}}
-        )
-    )
-    refused = sidecar.read()
-    assert refused["error"]["code"] == SEED_CONFLICT
-    assert refused["error"]["data"]["seed_index"] == 0
-    assert record.read_bytes() == before
-
-    sidecar.send('{"jsonrpc":"2.0","id":8,"method":"agent.chat.status"}')
-    status = sidecar.read()["result"]
-    assert status["last_boundary"]["trigger"] == "manual" or status["last_boundary"] is not None
-    assert status["circuit"]["open"] is False and status["threshold"] < status["window"]
-
-    assert sidecar.proc.stdin is not None
-    sidecar.proc.stdin.close()
-    assert sidecar.proc.wait(timeout=30) == 0
-    assert "JSON-RPC 2.0 on stdin/stdout" in sidecar.stderr()
-
-
-@pytest.mark.slow
-def test_the_serve_process_refuses_a_second_writer(sidecar: Process, tmp_path: Path) -> None:
-    """A second `serve` on the same record exits 1 with a clear error (one writer)."""
-    sidecar.send('{"jsonrpc":"2.0","id":1,"method":"agent.chat.status"}')
-    assert "result" in sidecar.read()  # the first process holds the record now
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "steerable_compaction",
-            "serve",
-            "--record",
-            str(tmp_path / "session.jsonl"),
-        ],
-        input=b"",
-        capture_output=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 1
-    assert b"another writer holds this record" in done.stderr
-
-
-async def test_without_an_llm_summarizer_compactions_are_excerpts_without_usage() -> None:
-    """`STEERABLE_SUMMARIZER=0`: summaries are deterministic excerpts; no summarizer usage rides."""
-    workspace = Workspace()
-    provider = build_provider("demo", window=4096, agent=ScriptedAgent(workspace))
-    session = Session(
-        MemoryRecord(),
-        provider,
-        window=4096,
-        tools=workspace.tools(),
-        env={"STEERABLE_SUMMARIZER": "0"},
-    )
-    wire = Wire(session)
-    lines = await wire.call("agent.chat.send", {"input": "Map it (read 30 files)."})
-    boundaries = [e for e in events(lines) if e["type"] == "compaction"]
-    assert "excerpt" in [b["action"] for b in boundaries]
-    assert all("summarizer" not in b for b in boundaries)
-
-
-def test_entry_event_covers_reminders() -> None:
-    """A reminder reaches the host with its reason and message."""
-    record = MemoryRecord()
-    record.append(Reminder(reason="compaction_thrashing", message=Message.user("slow down")))
-    assert entry_event(record.entries[0]) == {
-        "seq": 0,
-        "type": "reminder",
-        "reason": "compaction_thrashing",
-        "message": message_to_dict(Message.user("slow down")),
-    }
-
-
-async def test_the_session_provider_streams_and_keeps_the_summarizer_usage() -> None:
-    """The tapped provider streams like the real one and remembers a summary call's usage."""
-    session = demo_session(MemoryRecord())
-    provider = session.harness.loop.provider
-    assert provider.name == "caching"
-    request = CompletionRequest(messages=(Message.user("hi"),), cache_retention="none")
-    streamed = [e async for e in provider.stream(request)]
-    assert isinstance(streamed[-1], StreamDone)
-    assert session.tap.summarizer_usage == streamed[-1].completion.usage
-    with pytest.raises(ValueError, match="must be a user message"):
-        await session.send(Message.assistant("no"))
-
-
 async def test_other_library_errors_are_turn_failures_named_by_type() -> None:
     """A non-provider library error still ends only the turn, named in `data.error`."""
     provider = ScriptedProvider([OverflowRetriesExhaustedError(2, "prompt is too long")])
@@ -781,14 +550,3 @@ async def test_a_batch_of_notifications_gets_no_reply() -> None:
     ]
     assert await wire.raw(json.dumps(batch)) == []
     assert wire.session.status()["compact_requested"] is True
-
-
-async def test_the_stdin_reader_ends_on_a_failing_stream() -> None:
-    """A stream that errors ends the line source like EOF, instead of crashing the server."""
-    from steerable_compaction.sidecar import _lines
-
-    class Failing:
-        def readline(self) -> bytes:
-            raise OSError("gone")
-
-    assert [line async for line in _lines(Failing())] == []  # type: ignore[arg-type]

@@ -11,13 +11,13 @@ from steerable_compaction import Message, ToolCall
 from steerable_compaction.compaction import SummaryRequest
 from steerable_compaction.engine import CompactionHooks
 from steerable_compaction.hooks import StepContext
-from steerable_compaction.policy import resolve_compaction_policy
-from steerable_compaction.reconcile import (
+from steerable_compaction.host.reconcile import (
     ReconcilePlan,
     SeedConflictError,
     apply_reconcile,
     plan_reconcile,
 )
+from steerable_compaction.policy import resolve_compaction_policy
 from steerable_compaction.record import (
     CompactionBoundary,
     CompactionStart,

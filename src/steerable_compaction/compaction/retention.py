@@ -1,0 +1,216 @@
+"""The retention check: salient facts of a span that its summary lacks, kept beside it.
+
+A summarizer is lossy. After each summary the engine reads the span it replaces, finds the
+*atoms* there (identifiers, paths, URLs, numbers of three digits or more, error and exception
+names, quoted strings, and `key: value` / `key = value` facts) in user and tool messages, drops
+those the summary already holds, and keeps the most salient under `RETAINED_HEADING`, each as the
+clause it was stated in with a `[history seq N]` reference to the original, within a token
+budget. No LLM is called: the same span and summary always give the same block.
+
+Salience is generic: an error name or a stated fact beats a bare number; a statement (a clause
+with words around its value) beats a data row; source code is worth little (it can be read
+again from its file; comments are prose and count in full); a clause whose shape repeats (log
+lines, table rows, a file's function signatures) is worth little; the user's words count more
+than tool output; newer beats older.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal, TypeAlias
+
+from ..messages import Message
+from .provenance import history_ref
+from .regions import is_summary
+
+__all__ = [
+    "RETAINED_HEADING",
+    "Atom",
+    "AtomKind",
+    "Retention",
+    "retention_check",
+]
+
+RETAINED_HEADING = "## Retained facts"
+"""The one heading the retained block sits under (never translated, never varied)."""
+
+AtomKind: TypeAlias = Literal["error", "fact", "url", "quoted", "path", "number", "identifier"]
+
+_KIND_WEIGHT: dict[AtomKind, float] = {
+    "error": 3.0,
+    "fact": 2.5,
+    "url": 2.0,
+    "quoted": 1.5,
+    "path": 1.5,
+    "number": 1.5,
+    "identifier": 1.0,
+}
+_ROLE_WEIGHT = {"user": 1.5, "summary": 1.2, "tool": 1.0}
+
+_URL = re.compile(r"https?://[^\s<>()\"'`]+[^\s<>()\"'`.,;:!?]")
+_PATH = re.compile(r"(?<![\w/.:-])(?:[~.]?/)?(?:[\w.-]+/)+[\w.-]+\.\w{1,8}\b")
+_ERROR = re.compile(r"\b[A-Z][A-Za-z0-9]*(?:Error|Exception|Fault|Failure)\b")
+_QUOTED = re.compile(r"\"([^\"\n]{3,80})\"|'([^'\n]{3,80})'|`([^`\n]{3,80})`")
+_NUMBER = re.compile(r"(?<![\w.])\d(?:[\d,._:-]*\d)?(?![\w])")
+_IDENT = re.compile(
+    r"\b(?=[A-Za-z0-9_]*[A-Za-z])(?=[A-Za-z0-9_]*[0-9_])[A-Za-z][A-Za-z0-9]*_[A-Za-z0-9_]+\b"
+)
+_FACT = re.compile(
+    r"(?P<key>[^\s:=\uff1a]{2,40}(?:\s[^\s:=\uff1a]{1,20}){0,3})\s*"
+    r"(?:[:=\uff1a]|\bis\b|\bare\b|为|是|は)\s*"
+    r"(?P<value>[^\s,;。、]{1,60})"
+)
+_CLAUSES = re.compile(r"(?<=[.;!?])\s+|(?<=[\u3002\uff01\uff1f])")
+_WORD = re.compile(r"[A-Za-z]{2,}|[\u3040-\u30ff\u4e00-\u9fff]")
+_DIGITS = re.compile(r"\d")
+_NAMES = re.compile(r"[A-Za-z_]+")
+_CODE = re.compile(
+    r"^(?:\s{4,}|\t)|^(?:def|class|import|from|return|if|elif|else|for|while|try|except|with|"
+    r"const|let|var|function|func|fn|pub|public|private|static|async|await)\b|[{};:,(]\s*$"
+)
+
+_CLAUSE_CHARS = 200
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Atom:
+    """One salient value the summary lacks: the clause that states it and where it came from."""
+
+    value: str
+    kind: AtomKind
+    clause: str
+    seq: int | None
+    score: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Retention:
+    """What the check found: `block` is appended to the summary ('' when nothing is kept)."""
+
+    found: int
+    kept: tuple[Atom, ...]
+    block: str
+
+    @property
+    def dropped(self) -> int:
+        """Atoms found missing but left out for the budget."""
+        return self.found - len(self.kept)
+
+
+def _clip(clause: str, at: int, length: int) -> str:
+    """`clause` cut to `_CLAUSE_CHARS` around `[at, at + length)`."""
+    clause = clause.strip()
+    if len(clause) <= _CLAUSE_CHARS:
+        return clause
+    start = max(0, min(at - _CLAUSE_CHARS // 3, len(clause) - _CLAUSE_CHARS))
+    text = clause[start : start + _CLAUSE_CHARS].strip()
+    return ("…" if start else "") + text + ("…" if start + _CLAUSE_CHARS < len(clause) else "")
+
+
+def _atoms_in(clause: str) -> list[tuple[AtomKind, str, int]]:
+    """Every atom of `clause`: (kind, value, position)."""
+    found: list[tuple[AtomKind, str, int]] = []
+    for m in _ERROR.finditer(clause):
+        found.append(("error", m.group(0), m.start()))
+    for m in _URL.finditer(clause):
+        found.append(("url", m.group(0), m.start()))
+    for m in _PATH.finditer(clause):
+        found.append(("path", m.group(0), m.start()))
+    for m in _QUOTED.finditer(clause):
+        found.append(("quoted", next(g for g in m.groups() if g), m.start()))
+    for m in _FACT.finditer(clause):
+        value = m.group("value")
+        if _DIGITS.search(value) or _IDENT.fullmatch(value):
+            found.append(("fact", value, m.start("value")))
+    for m in _NUMBER.finditer(clause):
+        if len(_DIGITS.findall(m.group(0))) >= 3:
+            found.append(("number", m.group(0), m.start()))
+    for m in _IDENT.finditer(clause):
+        found.append(("identifier", m.group(0), m.start()))
+    return found
+
+
+def _shape(clause: str) -> str:
+    """`clause` with every number and name abstracted: lines of one template share it."""
+    return _NAMES.sub("a", _DIGITS.sub("#", clause))
+
+
+def _speaker(message: Message) -> str | None:
+    if message.role == "tool":
+        return "tool"
+    if message.role == "user":
+        return "summary" if is_summary(message) else "user"
+    return None  # the agent's own words and system text are not checked
+
+
+def retention_check(
+    messages: Sequence[Message],
+    span: tuple[int, int],
+    summary: str,
+    *,
+    budget_tokens: int,
+    estimate_text: Callable[[str], int],
+    seqs: Sequence[int] | None = None,
+    skip: frozenset[int] = frozenset(),
+) -> Retention:
+    """The atoms of `messages[span]` that `summary` lacks, the most salient within the budget.
+
+    `seqs` gives each message's record seq (for the `[history seq N]` references); `skip` are
+    indices kept verbatim anyway. `budget_tokens` bounds the block, heading included.
+    """
+    start, end = span
+    candidates: dict[str, Atom] = {}  # by clause: one line per clause, its best atom
+    shapes: Counter[str] = Counter()
+    clauses: list[tuple[int, str, str, bool]] = []  # (index, speaker, clause, is code)
+    for i in range(start, end):
+        if i in skip:
+            continue
+        speaker = _speaker(messages[i])
+        if speaker is None:
+            continue
+        for line in messages[i].text.split("\n"):
+            code = speaker == "tool" and bool(_CODE.search(line))
+            for clause in _CLAUSES.split(line):
+                clause = clause.strip()
+                if len(clause) < 4 or clause.startswith(("<compacted-summary>", "</compacted")):
+                    continue
+                clauses.append((i, speaker, clause, code))
+                shapes[_shape(clause)] += 1
+    span_length = max(end - start - 1, 1)
+    for i, speaker, clause, code in clauses:
+        atoms = [a for a in _atoms_in(clause) if a[1] not in summary]
+        if not atoms:
+            continue
+        words = len(_WORD.findall(clause))
+        base = _ROLE_WEIGHT[speaker] * (1.5 if words >= 4 else 1.0)
+        if shapes[_shape(clause)] >= 3:
+            base *= 0.25  # a repeated shape: log lines, table rows, signatures
+        if code:
+            base *= 0.3  # source code: read it again from its file
+        base *= 0.7 + 0.3 * (i - start) / span_length
+        best = max(atoms, key=lambda a: _KIND_WEIGHT[a[0]])
+        score = base * (_KIND_WEIGHT[best[0]] + 0.2 * (len({a[1] for a in atoms}) - 1))
+        text = _clip(clause, best[2], len(best[1]))
+        seq = seqs[i] if seqs is not None else None
+        current = candidates.get(text)
+        if current is None or score > current.score:
+            candidates[text] = Atom(value=best[1], kind=best[0], clause=text, seq=seq, score=score)
+    ranked = sorted(candidates.values(), key=lambda a: (-a.score, a.clause))
+    heading = f"{RETAINED_HEADING}\n"
+    used = estimate_text(heading)
+    kept: list[Atom] = []
+    lines: list[str] = []
+    for atom in ranked:
+        ref = history_ref(atom.seq)
+        line = f"- {atom.clause} {ref}".rstrip()
+        cost = estimate_text(line + "\n")
+        if used + cost > budget_tokens:
+            continue
+        used += cost
+        kept.append(atom)
+        lines.append(line)
+    block = heading + "\n".join(lines) if lines else ""
+    return Retention(found=len(candidates), kept=tuple(kept), block=block)

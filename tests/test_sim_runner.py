@@ -1,0 +1,211 @@
+"""`sim.runner`: sessions, their measurements, `run_eval` and the self-check (L1.5)."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from steerable_compaction import Message
+from steerable_compaction.compaction import SUMMARY_INSTRUCTION
+from steerable_compaction.errors import ConfigError, ProviderError, RecordError
+from steerable_compaction.hooks import CompactionOutcome
+from steerable_compaction.providers.base import CompletionRequest
+from steerable_compaction.sim import TASK_NAMES, build_task, run_eval, run_session, runner
+from steerable_compaction.sim.arms import ArmHooks, build_hooks
+from steerable_compaction.sim.chart import write_chart
+from steerable_compaction.sim.command import format_table
+from steerable_compaction.sim.peers import CODEX_PROMPT
+from steerable_compaction.sim.runner import ArmSpec, is_summary_call
+from steerable_compaction.sim.tasks import Needle, Step, Task, Turn
+
+from .sim_helpers import mean_recall, run
+
+
+def test_run_metrics_on_a_tiny_session_are_hand_checked() -> None:
+    """A two-step session that never fills its window: every needle found, sums consistent."""
+    needle = Needle(
+        id="n1",
+        anchor="secret port",
+        value="40404",
+        shape=r"\d{5}",
+        carrier="tool",
+        position="middle",
+        step=1,
+    )
+    steps = (
+        Step(tool="read_file", arguments='{"path": "a"}', thought="Reading a.", output="nothing"),
+        Step(
+            tool="read_file",
+            arguments='{"path": "b"}',
+            thought="Reading b.",
+            output="x\nnote: the secret port is 40404\ny",
+        ),
+    )
+    task = Task(
+        name="tiny",
+        seed=0,
+        description="tiny",
+        window=50_000,
+        system="sys",
+        turns=(
+            Turn(user=Message.user("Goal: look"), steps=steps, reply="done"),
+            Turn(
+                user=Message.user("What is the secret port?"),
+                steps=(),
+                reply="",
+                questions=(needle,),
+            ),
+        ),
+        needles=(needle,),
+        tools=("read_file",),
+    )
+    result = asyncio.run(run_session(task, "current"))
+    assert (result.recall, result.recalled, result.recall_by_carrier) == (
+        1.0,
+        ("n1",),
+        {"tool": (1, 1)},
+    )
+    assert (result.requests, result.rounds, result.planned_rounds) == (4, 4, 4)
+    assert result.prompt_tokens == sum(result.pressure) and result.summary_calls == 0
+    assert result.compactions == 0 and result.death is None and result.lost == {}
+    cached = result.cached_tokens
+    assert result.cache_hit_rate == pytest.approx(cached / result.prompt_tokens)
+    rate = result.cache_hit_rate_by_rules["openai"]
+    assert rate is not None
+    openai_cached = rate * result.prompt_tokens
+    assert result.cost_usd["openai"] == pytest.approx(
+        (
+            (result.prompt_tokens - openai_cached) * 1.25
+            + openai_cached * 0.125
+            + result.completion_tokens * 10.0
+        )
+        / 1e6,
+        abs=1e-6,
+    )
+
+
+def test_is_summary_call_knows_every_arms_way_of_asking() -> None:
+    """Engine, Codex-style and cold `<transcript>` requests are summary calls; turns are not."""
+    for text in (SUMMARY_INSTRUCTION, CODEX_PROMPT, "x <transcript> y"):
+        assert is_summary_call(CompletionRequest(messages=(Message.user(text),)))
+    assert not is_summary_call(CompletionRequest(messages=(Message.user("hello"),)))
+    assert not is_summary_call(CompletionRequest(messages=(Message.assistant("x"),)))
+    assert not is_summary_call(CompletionRequest(messages=()))
+
+
+def test_a_failing_engine_or_provider_ends_the_session_with_a_reason(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Errors other than overflow end a session too, named in `death`, never raised."""
+
+    class Failing(ArmHooks):
+        error: Exception = RecordError("broken")
+
+        async def every_step(self) -> CompactionOutcome | None:
+            raise self.error
+
+    monkeypatch.setitem(
+        runner.ARMS, "failing", ArmSpec(name="failing", build=build_hooks(Failing), summary="")
+    )
+    task = build_task("light", 0, scale=0.2)
+    assert asyncio.run(run_session(task, "failing")).death == "engine error: RecordError: broken"
+    Failing.error = ProviderError("teapot", status_code=418)
+    assert asyncio.run(run_session(task, "failing")).death == "provider error: teapot"
+
+
+def test_eval_results_lookup_json_and_table(tmp_path: Path) -> None:
+    """`EvalResults.run` finds a run; unknown arms are refused; the table flags errors."""
+    results = run_eval(["light"], ["none"], scale=0.3, model="gpt-4o")
+    assert results.run("light", "none").model == "gpt-4o"
+    with pytest.raises(KeyError):
+        results.run("light", "current")
+    with pytest.raises(ValueError, match="unknown arm"):
+        run_eval(["light"], ["bogus"])
+    assert results.to_json()["model"] == "gpt-4o"
+    assert "light  none" in format_table(results)
+    silent = replace(results, runs=(replace(results.runs[0], pressure=()),))
+    assert write_chart(silent, tmp_path / "c.png").exists()  # a run without requests draws
+
+
+def test_self_check_no_management_is_clearly_worse_than_current() -> None:
+    """Self-check: without context management every session dies and recall collapses."""
+    for task in TASK_NAMES:
+        none = run(task, "none")
+        assert none.recall == 0.0 and none.overflow_deaths == 1, task
+    assert mean_recall("current") >= mean_recall("none") + 0.25
+
+
+def test_self_check_naive_is_clearly_worse_than_current() -> None:
+    """Self-check: the known-bad `naive` arm must score clearly below `current` on recall."""
+    assert mean_recall("naive") <= mean_recall("current") - 0.15
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_self_check_holds_for_other_seeds(seed: int) -> None:
+    """The lead over `naive` is not an accident of seed 0: other plantings keep a clear gap.
+
+    Measured: seeds 0-4 give gaps of 0.19, 0.12, 0.12, 0.14, 0.22.
+    """
+    results = run_eval(arms=["naive", "current"], seed=seed)
+
+    def mean(arm: str) -> float:
+        return sum(results.run(task, arm).recall for task in TASK_NAMES) / len(TASK_NAMES)
+
+    assert mean("naive") <= mean("current") - 0.10
+
+
+def test_eval_harness_replaces_the_current_arms_harness(tmp_path: Path) -> None:
+    """A harness without pressure compaction makes `current` behave like `none`: it overflows.
+
+    The packaged harness survives the same session by compacting, so the file really is used.
+    """
+    path = tmp_path / "spill-only.harness.yaml"
+    path.write_text("context: [spill]\n", encoding="utf-8")
+    own = run_eval(["light"], ["current"], harness=path)
+    packaged = run_eval(["light"], ["current"])
+    assert packaged.run("light", "current").death is None
+    assert packaged.run("light", "current").compactions > 0
+    mine = own.run("light", "current")
+    assert mine.death == "overflow" and mine.compactions == 0
+    assert own.to_json()["harness"] == str(path) and packaged.to_json()["harness"] is None
+
+
+def test_eval_harness_knobs_reach_the_engine(tmp_path: Path) -> None:
+    """Policy knobs in the harness change what `current` does (here: fold first, R17)."""
+    path = tmp_path / "fold-first.harness.yaml"
+    path.write_text("compaction:\n  fold_first: true\n", encoding="utf-8")
+    mine = run_eval(["light"], ["current"], scale=0.5, harness=path).run("light", "current")
+    packaged = run("light", "current", 0.5)
+    assert packaged.compactions == packaged.summary_calls > 0  # every compaction a summary
+    assert mine.compactions > mine.summary_calls  # some were fold-only
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        ("compaction:\n  threshold_ratoi: 0.7\n", "threshold_ratoi"),
+        ("context: [spill, summarizer]\n", "summarizer"),
+        ("retry: {max_retries: many}\n", "retry.max_retries"),
+        ("[not, a, mapping]\n", "mapping"),
+    ],
+)
+def test_eval_refuses_a_bad_harness_before_any_session(
+    text: str, named: str, tmp_path: Path
+) -> None:
+    """A bad harness is a `ConfigError` naming what is wrong, raised before anything runs."""
+    path = tmp_path / "bad.yaml"
+    path.write_text(text, encoding="utf-8")
+    started: list[str] = []
+    with pytest.raises(ConfigError, match=re.escape(named)):
+        run_eval(
+            ["light"],
+            ["none", "current"],
+            scale=0.3,
+            harness=path,
+            progress=lambda *a: started.append(str(a)),
+        )
+    assert started == []
