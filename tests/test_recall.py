@@ -30,6 +30,7 @@ from steerable_compaction.record import (
     Edit,
     JsonlRecord,
     MemoryRecord,
+    MessageAppended,
     Record,
 )
 from steerable_compaction.tokens import estimate_tokens
@@ -477,6 +478,22 @@ def test_read_refuses_what_it_cannot_read(
     record = session(MemoryRecord())
     with pytest.raises(RecallError, match=reason.replace("(", r"\(")):
         read_history(record, seq, offset=offset, max_tokens=max_tokens)  # type: ignore[arg-type]
+
+
+def test_read_errors_point_to_the_nearest_hidden_messages() -> None:
+    """A seq inside a provenance range that cannot be read names hidden neighbours to read."""
+    record = session(MemoryRecord())
+    with pytest.raises(RecallError) as boundary:
+        read_history(record, 8)
+    assert str(boundary.value) == (
+        "seq 8 is a compaction_boundary event, not a message; the nearest hidden messages are seq 5"
+    )
+    with pytest.raises(RecallError) as visible:
+        read_history(record, 1)
+    assert str(visible.value).endswith("read it there; the nearest hidden messages are seq 2")
+    with pytest.raises(RecallError) as alone:
+        read_history(MemoryRecord([MessageAppended(message=Message.user("hi"))]), 0)
+    assert str(alone.value) == "seq 0 is still in your context unchanged: read it there"
 
 
 def test_a_page_always_makes_progress() -> None:

@@ -8,6 +8,7 @@ only propose candidates: the match rule and the ranking in `text` decide, so the
 
 from __future__ import annotations
 
+import bisect
 import threading
 import weakref
 from collections.abc import Iterable
@@ -263,11 +264,14 @@ def read_history(
         event = entries[seq].event
         if not isinstance(event, MessageAppended):
             raise RecallError(
-                f"seq {seq} is a {event.kind} event, not a message: read the seqs that "
-                "history_search returns or that a fold marker or summary names"
+                f"seq {seq} is a {event.kind} event, not a message"
+                + _nearest(record, state.catalog, visibility, seq)
             )
         if not visibility.hidden(seq, event.message):
-            raise RecallError(f"seq {seq} is still in your context unchanged: read it there")
+            raise RecallError(
+                f"seq {seq} is still in your context unchanged: read it there"
+                + _nearest(record, state.catalog, visibility, seq)
+            )
         tool_name = state.catalog.tool_names.get(seq)
     text = render(event.message)
     if offset > len(text) or (offset == len(text) and text):
@@ -284,6 +288,27 @@ def read_history(
         next_offset=end if end < len(text) else None,
         total_chars=len(text),
     )
+
+
+_NEAREST_STEPS = 256  # messages looked at on each side for a hidden neighbour
+
+
+def _nearest(record: Record, catalog: Catalog, visibility: Visibility, seq: int) -> str:
+    """`; the nearest hidden messages are seq A and seq B` (what exists of it), or ''."""
+    seqs = catalog.seqs
+    at = bisect.bisect_left(seqs, seq)
+    found: list[int] = []
+    before = range(at - 1, max(at - 1 - _NEAREST_STEPS, -1), -1)
+    after = range(at, min(at + _NEAREST_STEPS, len(seqs)))
+    for indices in (before, after):
+        for i in indices:
+            other = seqs[i]
+            if other != seq and visibility.hidden(other, _message(record, other)):
+                found.append(other)
+                break
+    if not found:
+        return ""
+    return "; the nearest hidden messages are " + " and ".join(f"seq {n}" for n in found)
 
 
 _MAX_CHARS_PER_TOKEN = 16  # no estimate prices a token above this; it bounds the page's search
