@@ -322,3 +322,54 @@ def test_a_closed_record_is_searched_in_memory(tmp_path: Path) -> None:
     session(record)
     record.close()
     assert {h.seq for h in search_history(record, "5432")} == {3, 4}
+
+
+def _deny_index_writes(conn: sqlite3.Connection) -> None:
+    def authorize(action: int, table: str | None, *_: object) -> int:
+        writes = (sqlite3.SQLITE_INSERT, sqlite3.SQLITE_UPDATE)
+        if action in writes and table is not None and table.startswith(TABLE):
+            return sqlite3.SQLITE_DENY
+        return sqlite3.SQLITE_OK
+
+    conn.set_authorizer(authorize)
+
+
+def test_a_failed_catch_up_indexes_nothing(tmp_path: Path) -> None:
+    """The catch-up is one transaction: when it fails, the table is as it was, and it retries."""
+    path = tmp_path / "r.db"
+    record = SqliteRecord(path)
+    with record:
+        session(record)
+        prepare_index(record)
+        record.append_message(Message.user("unindexed 31337"))
+        summarize(record, 4, 6)
+        conn = record._conn
+        assert conn is not None
+        _deny_index_writes(conn)
+        with pytest.raises(sqlite3.DatabaseError, match="not authorized"):
+            search_history(record, "31337")
+        assert indexed_rows(path) == [0, 1, 2, 3, 4, 5, 6, 7]
+        assert not conn.in_transaction
+        conn.set_authorizer(None)
+        assert [h.seq for h in search_history(record, "31337")] == [9]
+        assert indexed_rows(path) == message_seqs(record)
+
+
+def test_a_broken_table_is_an_error_not_a_fallback(tmp_path: Path) -> None:
+    """Only a missing table sends a reader to memory; any other database error is raised."""
+    path = tmp_path / "r.db"
+    with SqliteRecord(path) as writer:
+        session(writer)
+        prepare_index(writer)
+    reader = SqliteRecord(path, readonly=True)
+    with reader:
+        conn = reader._conn
+        assert conn is not None
+
+        def deny_reads(action: int, table: str | None, *_: object) -> int:
+            denied = action == sqlite3.SQLITE_READ and (table or "").startswith(TABLE)
+            return sqlite3.SQLITE_DENY if denied else sqlite3.SQLITE_OK
+
+        conn.set_authorizer(deny_reads)
+        with pytest.raises(sqlite3.DatabaseError, match=TABLE):
+            search_history(reader, "5432")

@@ -17,6 +17,8 @@ from .text import CJK, HISTORY_TOOL_NAMES, MIN_INDEXED_CHARS, searchable
 
 __all__ = ["Catalog", "Visibility", "WordIndex", "grams"]
 
+_SEQ_TYPE = "i"  # 4-byte seqs halve the postings' memory; a record holds far fewer than 2**31
+
 
 def grams(text: str) -> set[str]:
     """The distinct character trigrams of `text`."""
@@ -33,7 +35,7 @@ class Catalog:
     __slots__ = ("_calls", "done", "excluded", "seqs", "tool_names")
 
     def __init__(self) -> None:
-        self.seqs = array("q")  # seqs of the message entries, ascending
+        self.seqs = array(_SEQ_TYPE)  # seqs of the message entries, ascending
         self.tool_names: dict[int, str] = {}
         self.excluded: set[int] = set()  # results of history tools
         self._calls: dict[str, str] = {}
@@ -127,7 +129,7 @@ class WordIndex:
             for token in _tokens(folded):
                 seqs = postings.get(token)
                 if seqs is None:
-                    postings[token] = array("q", (seq,))
+                    postings[token] = array(_SEQ_TYPE, (seq,))
                     if not _is_cjk(token):
                         self._add_word(token)
                 else:
@@ -140,7 +142,7 @@ class WordIndex:
         for gram in grams(word):
             ids = self._grams.get(gram)
             if ids is None:
-                self._grams[gram] = array("q", (word_id,))
+                self._grams[gram] = array(_SEQ_TYPE, (word_id,))
             else:
                 ids.append(word_id)
 
