@@ -496,11 +496,13 @@ def test_read_errors_point_to_the_nearest_hidden_messages() -> None:
     assert str(alone.value) == "seq 0 is still in your context unchanged: read it there"
 
 
-def test_a_page_always_makes_progress() -> None:
-    """Even when one character is priced above the budget, a page holds at least one."""
+def test_a_page_holds_as_much_as_the_budget_allows() -> None:
+    """A page ends where one more character would pass `max_tokens`."""
     record = MemoryRecord()
-    record.append_message(Message.user("数" * 100))
+    record.append_message(Message.user("数据库连接失败。" * 40))
     record.append_message(Message.user("next"))
     summarize(record, 0, 1)
     page = read_history(record, 0, max_tokens=16)
-    assert page.text and page.next_offset == len(page.text)
+    text = render(record.history()[0].event.message)  # type: ignore[union-attr]
+    assert page.next_offset == len(page.text) > 0
+    assert estimate_tokens(page.text) <= 16 < estimate_tokens(text[: len(page.text) + 1])
