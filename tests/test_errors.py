@@ -15,6 +15,7 @@ from steerable_compaction import (
     RecordError,
     RecordLockedError,
 )
+from steerable_compaction.errors import RecallError
 
 EXAMPLES: list[CompactionError] = [
     ConfigError("threshold_ratio", 1.5, "a float in (0, 1]"),
@@ -25,6 +26,7 @@ EXAMPLES: list[CompactionError] = [
     ProviderError("rate limited", provider="openai", status_code=429),
     ContextOverflowError("prompt is too long", provider="anthropic", status_code=400),
     OverflowRetriesExhaustedError(2, "prompt is too long"),
+    RecallError("no entry with seq 9"),
 ]
 
 

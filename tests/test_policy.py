@@ -75,8 +75,9 @@ _INT_ALLOWED = {
     "max_overflow_retries": "an int >= 0",
     "reserved_output_tokens": "an int >= 0 or None",
     "headroom_tokens": "an int >= 0 or None",
+    "recall_result_tokens": "an int >= 256",
 }
-_LOWEST = {key: int(allowed.split(">= ")[1][0]) for key, allowed in _INT_ALLOWED.items()}
+_LOWEST = {key: int(allowed.split(">= ")[1].split()[0]) for key, allowed in _INT_ALLOWED.items()}
 
 BAD_VALUES: list[tuple[str, object, str]] = [
     *[
@@ -159,6 +160,15 @@ def test_r4_defaults_are_the_desktop_tier() -> None:
     assert (policy.max_consecutive_failures, policy.max_overflow_retries) == (3, 2)
     assert policy.reserved_output_tokens is None and policy.headroom_tokens is None
     assert (policy.tail_token_ratio, policy.keep_user_messages_ratio) == (0.25, 0.125)
+
+
+def test_recall_result_tokens_defaults_to_2000_and_accepts_256_up() -> None:
+    """The history tools' result cap is 2,000 tokens in both tiers; 256 is the least allowed."""
+    assert CompactionPolicy(max_context_tokens=8_192).recall_result_tokens == 2000
+    assert resolve_compaction_policy("gpt-4.1").recall_result_tokens == 2000
+    assert resolve_compaction_policy("gpt-4o", recall_result_tokens=256).recall_result_tokens == 256
+    with pytest.raises(ConfigError, match="recall_result_tokens=255"):
+        resolve_compaction_policy("gpt-4o", recall_result_tokens=255)
 
 
 def test_tail_and_user_message_budgets_are_shares_of_the_threshold() -> None:

@@ -7,6 +7,7 @@ CompactionError
 │   └── ConversionError            a valid message that the target wire format cannot carry
 ├── RecordError                    the record is unreadable or violates an invariant (file and line)
 │   └── RecordLockedError          another writer holds the record
+├── RecallError                    a history search or read that cannot be answered
 ├── ProviderError                  an adapter call failed (`.provider`, `.status_code`)
 │   └── ContextOverflowError       the request was too long; compaction may retry
 └── OverflowRetriesExhaustedError  the loud failure after `max_overflow_retries`
@@ -28,6 +29,7 @@ __all__ = [
     "MessageError",
     "OverflowRetriesExhaustedError",
     "ProviderError",
+    "RecallError",
     "RecordError",
     "RecordLockedError",
 ]
@@ -103,6 +105,20 @@ class RecordError(CompactionError):
 
 class RecordLockedError(RecordError):
     """A second writer tried to open a record that another writer holds."""
+
+
+class RecallError(CompactionError):
+    """A history search or read was asked something it cannot answer; `reason` says what.
+
+    The history tools hand `reason` to the model as the tool result, so it names the fix.
+    """
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(reason)
+
+    def __reduce__(self) -> tuple[type[RecallError], tuple[str]]:
+        return (type(self), (self.reason,))
 
 
 class ProviderError(CompactionError):

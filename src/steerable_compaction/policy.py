@@ -24,6 +24,7 @@ catalogue) → window tier → model-family rule → explicit overrides (validat
 | `max_consecutive_failures`      | 3                        | 3                       |
 | `max_overflow_retries`          | 2                        | 2                       |
 | `summarizer_enabled`            | True                     | True                    |
+| `recall_result_tokens`          | 2000                     | 2000                    |
 
 Threshold (R11): `min(floor(window * threshold_ratio), window - reserve - headroom)`. Unless
 set explicitly, `reserve = min(output need, window // 4, 32768)` (output need: the family rule,
@@ -53,6 +54,7 @@ summaries are shorter); `docs/memory.md` has the numbers. Turn it on with e.g. 0
 `retention_token_ratio` is the share of the threshold the retention check may add to each
 summary: the span's salient facts the summary lacks, with `[history seq N]` references (0 turns
 it off; it is also capped at an eighth of what the span held).
+`recall_result_tokens` caps each `history_search` / `history_read` result (at least 256).
 """
 
 from __future__ import annotations
@@ -116,6 +118,7 @@ _INT_BOUNDS: Final[Mapping[str, tuple[int, int | None]]] = {
     "max_overflow_retries": (0, None),
     "reserved_output_tokens": (0, None),
     "headroom_tokens": (0, None),
+    "recall_result_tokens": (256, None),
 }
 _DERIVED: Final = frozenset({"reserved_output_tokens", "headroom_tokens"})
 _BOOLS: Final = ("image_offload", "summarizer_enabled", "fold_first")
@@ -184,6 +187,7 @@ class CompactionPolicy:
     reserved_output_tokens: int | None = None
     headroom_tokens: int | None = None
     summarizer_enabled: bool = True
+    recall_result_tokens: int = 2000
 
     def __post_init__(self) -> None:
         for key in _INT_BOUNDS:

@@ -1,0 +1,290 @@
+"""Recall speed: history search over a 100k-message record, and what indexing costs appends.
+
+Run: `python benchmarks/recall.py [--messages N] [--appends N] [--summary]`.
+
+1. Search: a deterministic agent session of `--messages` messages (tool rounds with results of
+   200-3,000 characters cut from `benchmarks/corpora`: English prose, code, shell output, JSON,
+   Chinese, Japanese), summarized every 100 messages so nearly all are hidden. A fixed mix of 38
+   queries (rare identifiers, paths, common words, phrases, Chinese and Japanese words, two
+   short-term-only queries) runs on both index kinds: `MemoryRecord` (in-memory word index)
+   and `SqliteRecord` (FTS5). Prints the median and worst ms per query (each the best of 3,
+   after a first search built the index), against a brute-force check of every hidden message
+   in the same run. Goal: median <= 20 ms on both. The worst query is a short-term-only one,
+   which checks up to `SCAN_LIMIT` hidden messages.
+2. Indexing cost: `--appends` messages of the same session appended to a `JsonlRecord` (then
+   the in-memory index brought up to date, as the first search after them does) and to a
+   `SqliteRecord` (FTS5 maintained in each append's transaction), against the same appends
+   without the index. Best of 3, `fsync="never"` so the disk does not blur it. Goal: <= 1.2x.
+
+Times are CPU time of this thread (`time.thread_time`, SQLite's work included), so a machine
+shared with other jobs changes them less than wall time.
+
+`--summary` prints one JSON line per headline figure instead (see `benchmarks/run_all.py`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import itertools
+import json
+import random
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from steerable_compaction import Message, ToolCall
+from steerable_compaction.recall import hidden_seqs, prepare_index, search_history
+from steerable_compaction.recall.text import matches, normalize, parse_query, searchable
+from steerable_compaction.record import (
+    CompactionBoundary,
+    Event,
+    JsonlRecord,
+    MemoryRecord,
+    MessageAppended,
+    Record,
+    SqliteRecord,
+)
+
+CORPORA = Path(__file__).resolve().parent / "corpora"
+SOURCES = [
+    "en_prose.txt",
+    "python_code.txt",
+    "shell_git.txt",
+    "misc_formats.txt",
+    "api_response.json",
+    "zh_hans.txt",
+    "ja.txt",
+]
+SUMMARY_EVERY = 100
+KEEP_TAIL = 6
+ERRORS = ["ConnectionRefusedError", "TimeoutError", "KeyError", "PermissionError", "ValueError"]
+
+
+def session(count: int, seed: int = 7) -> Iterator[Event]:
+    """`count` messages of a deterministic tool-using session, summarized every 100 messages."""
+    rnd = random.Random(seed)
+    texts = [(CORPORA / name).read_text(encoding="utf-8") for name in SOURCES]
+    yield MessageAppended(message=Message.system("You are a coding agent. Use the tools."))
+    projection = 1
+    messages = 1
+    i = 0
+    while messages < count:
+        i += 1
+        if projection > SUMMARY_EVERY:
+            yield CompactionBoundary(
+                action="summarize",
+                pre_tokens=100_000,
+                post_tokens=20_000,
+                replacement_count=1,
+                span=(1, projection - KEEP_TAIL),
+                replacement=(Message.user(f"[summary {i}] work so far"),),
+            )
+            projection = 1 + 1 + KEEP_TAIL
+            continue
+        if i % 25 == 0:
+            message = Message.user(f"Now look at ticket T-{i:06d} about the {rnd.choice(ERRORS)}")
+            yield MessageAppended(message=message)
+            projection += 1
+            messages += 1
+            continue
+        name = rnd.choice(["read_file", "bash", "grep"])
+        path = f"src/pkg{i % 300}/mod_{i}.py"
+        call = ToolCall(id=f"c{i}", name=name, arguments=json.dumps({"path": path}))
+        yield MessageAppended(message=Message.assistant(f"Checking {path} for the bug.", [call]))
+        source = rnd.choice(texts)
+        size = rnd.choice([200, 400, 800, 1500, 3000])
+        start = rnd.randrange(0, max(1, len(source) - size))
+        body = (
+            source[start : start + size]
+            + f"\nrequest_id=req-{i:06d} status={rnd.choice([200, 404, 500])}"
+            + (f"\n{rnd.choice(ERRORS)}: failed at {path}:{rnd.randrange(1, 900)}" if i % 7 else "")
+        )
+        yield MessageAppended(message=Message.tool(f"c{i}", body))
+        projection += 2
+        messages += 2
+
+
+def query_mix(count: int, seed: int = 11) -> list[str]:
+    """38 queries of the kinds a model sends after compaction."""
+    rnd = random.Random(seed)
+    rounds = max(count // 2, 10)
+    zh = (CORPORA / "zh_hans.txt").read_text(encoding="utf-8")
+    ja = (CORPORA / "ja.txt").read_text(encoding="utf-8")
+
+    def cjk(text: str, size: int) -> str:
+        while True:
+            start = rnd.randrange(0, len(text) - size)
+            piece = text[start : start + size]
+            if all(c.isalpha() for c in piece):
+                return piece
+
+    mix: list[str] = []
+    for _ in range(8):
+        mix.append(f"req-{rnd.randrange(1, rounds):06d}")
+    for _ in range(4):
+        n = rnd.randrange(1, rounds)
+        mix.append(f"src/pkg{n % 300}/mod_{n}.py")
+    for _ in range(3):
+        mix.append(f"T-{rnd.randrange(1, rounds // 25) * 25:06d}")
+    mix += ["ConnectionRefusedError", "TimeoutError mod_", "status=500 KeyError", "render"]
+    mix += ["def handler", '"return render"', "git commit", "error", "request_id"]
+    mix += [cjk(zh, 4), cjk(zh, 3), cjk(ja, 4), cjk(ja, 3), f"{cjk(zh, 2)} {cjk(zh, 3)}"]
+    mix += [f"{cjk(ja, 2)} {cjk(ja, 4)}", cjk(zh, 6), cjk(ja, 5)]
+    mix += ["PermissionError src/pkg1", "ValueError 404", "mod_1234", "status=404 Checking"]
+    mix += [cjk(zh, 2), cjk(ja, 2)]  # short terms alone: the bounded scan
+    return mix
+
+
+def build(record: Record, events: list[Event]) -> Record:
+    for event in events:
+        record.append(event)
+    return record
+
+
+def best_of(repeats: int, fn: Callable[[], object]) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.thread_time()
+        fn()
+        times.append(time.thread_time() - start)
+    return min(times)
+
+
+def brute_force(record: Record, query: str) -> int:
+    """Every hidden message checked one by one (the baseline an index must beat)."""
+    terms = parse_query(query)
+    count = 0
+    for seq in hidden_seqs(record):
+        event = record.entries[seq].event
+        assert isinstance(event, MessageAppended)
+        count += matches(normalize(searchable(event.message)), terms)
+    return count
+
+
+def figure(name: str, value: float, baseline: str, ratio: float, target: str, ok: bool) -> Any:
+    return {
+        "benchmark": "recall",
+        "figure": name,
+        "value": round(value, 3),
+        "baseline": baseline,
+        "ratio": round(ratio, 4),
+        "target": target,
+        "ok": ok,
+    }
+
+
+def search_figures(messages: int, tmp: Path) -> Iterator[tuple[str, dict[str, Any]]]:
+    events = list(session(messages))
+    queries = query_mix(messages)
+    memory = build(MemoryRecord(), events)
+    start = time.thread_time()
+    sqlite = build(SqliteRecord(tmp / "search.db", fsync="never"), events)
+    sqlite_build = time.thread_time() - start
+    first = {}
+    for name, record in (("memory", memory), ("sqlite", sqlite)):
+        start = time.thread_time()
+        search_history(record, "warm")
+        first[name] = time.thread_time() - start
+    yield (
+        f"{messages:,} messages, {len(hidden_seqs(memory)):,} hidden; first search (builds the "
+        f"index): memory {first['memory']:.2f} s, sqlite {first['sqlite']:.2f} s "
+        f"(appending them to SQLite: {sqlite_build:.1f} s)",
+        {},
+    )
+    scan = statistics.median(
+        best_of(1, functools.partial(brute_force, memory, q)) for q in queries[:5]
+    )
+    for name, record in (("memory", memory), ("sqlite", sqlite)):
+        times = []
+        for query in queries:
+            hits = search_history(record, query)
+            other = search_history(memory if record is sqlite else sqlite, query)
+            assert hits == other, f"index kinds disagree on {query!r}"
+            times.append(best_of(3, functools.partial(search_history, record, query)))
+        median = statistics.median(times) * 1e3
+        worst = max(times) * 1e3
+        slowest = queries[times.index(max(times))]
+        yield (
+            f"search on {name}: median {median:.2f} ms, worst {worst:.1f} ms ({slowest!r}) over "
+            f"{len(queries)} queries (brute force: {scan * 1e3:.0f} ms a query; goal: median "
+            "<= 20 ms)",
+            figure(
+                f"search_median_ms_{name}",
+                median,
+                "brute-force check of every hidden message",
+                median / (scan * 1e3),
+                "<= 20 ms",
+                median <= 20,
+            ),
+        )
+    sqlite.close()
+
+
+def append_figures(appends: int, tmp: Path) -> Iterator[tuple[str, dict[str, Any]]]:
+    events = list(session(appends, seed=3))
+    runs = iter(range(1_000_000))
+
+    def jsonl(index: bool) -> float:
+        record = JsonlRecord(tmp / f"a{next(runs)}.jsonl", fsync="never")
+        start = time.thread_time()
+        build(record, events)
+        if index:
+            search_history(record, "warm")
+        seconds = time.thread_time() - start
+        record.close()
+        return seconds
+
+    def sqlite(index: bool) -> float:
+        record = SqliteRecord(tmp / f"a{next(runs)}.db", fsync="never")
+        if index:
+            prepare_index(record)  # attaches the index: every append indexes
+        start = time.thread_time()
+        build(record, events)
+        if index:
+            search_history(record, "warm")  # whatever the appends left for the catch-up
+        seconds = time.thread_time() - start
+        record.close()
+        return seconds
+
+    for name, run in (("jsonl_memory_index", jsonl), ("sqlite_fts5", sqlite)):
+        plain = min(run(False) for _ in range(3))
+        indexed = min(run(True) for _ in range(3))
+        ratio = indexed / plain
+        per = len(events) / 1e3
+        yield (
+            f"{name}: {len(events):,} appends {plain / per * 1e3:.1f} ms per 1k without the "
+            f"index, {indexed / per * 1e3:.1f} ms with it: {ratio:.2f}x (goal <= 1.2x)",
+            figure(
+                f"append_cost_{name}",
+                indexed / per * 1e3,
+                "the same appends without the index (ms per 1k)",
+                ratio,
+                "<= 1.2x",
+                ratio <= 1.2,
+            ),
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=100_000, help="record size for search")
+    parser.add_argument("--appends", type=int, default=20_000, help="messages for append cost")
+    parser.add_argument("--summary", action="store_true", help="print JSON lines of figures")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        for line, summary in itertools.chain(
+            search_figures(args.messages, Path(tmp)), append_figures(args.appends, Path(tmp))
+        ):
+            if args.summary:
+                if summary:
+                    print(json.dumps(summary), flush=True)
+            else:
+                print(line, flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,144 @@
+"""The SQLite index: an FTS5 table with the `trigram` tokenizer inside the record's database.
+
+The table `recall_fts_v1` is contentless: row `rowid = seq` holds the normalized text of the
+message at that seq (`normalize(searchable(message))`), and no copy of it is kept, since the record
+holds the messages. Once attached, a writer indexes each message inside the transaction that
+appends it, so the index commits or rolls back with its entry. Messages appended while no index
+was attached (by an older version, or before the first search) are indexed in one transaction
+when a writer next attaches: the table holds every message up to its largest rowid, and none
+after, so that rowid is the index's watermark and crash recovery needs no other bookkeeping.
+
+The tokenizer is case-sensitive over text that is already case-folded, so a quoted term matches
+exactly its substrings; terms are passed as quoted strings, so no query text is FTS5 syntax.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import sqlite3
+import weakref
+from collections.abc import Iterator, Sequence
+
+from ..record import Entry, MessageAppended, SqliteRecord
+from .memory import Catalog
+from .text import normalize, searchable
+
+__all__ = ["TABLE", "FtsIndex", "match_expression"]
+
+logger = logging.getLogger("steerable_compaction.recall")
+
+TABLE = "recall_fts_v1"
+"""A change to what is indexed (`searchable`, `normalize`) takes a new table name."""
+
+_CREATE = (
+    f"CREATE VIRTUAL TABLE IF NOT EXISTS {TABLE} USING fts5"
+    "(text, content='', tokenize='trigram case_sensitive 1')"
+)
+_INSERT = f"INSERT INTO {TABLE} (rowid, text) VALUES (?, ?)"
+_MAX_TAIL = 4096  # unindexed messages a reader checks one by one before it prefers memory
+
+
+def match_expression(terms: Sequence[str]) -> str:
+    """An FTS5 query for rows holding every term: each a quoted string, joined by `AND`."""
+    return " AND ".join('"' + term.replace('"', '""') + '"' for term in terms)
+
+
+def _connection(record: SqliteRecord) -> sqlite3.Connection | None:
+    return record._conn  # the index lives in the store's own database, on its connection
+
+
+class FtsIndex:
+    """The FTS5 index of one `SqliteRecord` handle."""
+
+    __slots__ = ("_attached", "_watermark")
+
+    def __init__(self) -> None:
+        self._attached = False
+        self._watermark = -1  # every message with seq <= this is indexed
+
+    def usable(self, record: SqliteRecord, catalog: Catalog) -> bool:
+        """Bring the index up to date if this handle may write; whether it can answer now.
+
+        A reader uses the table a writer keeps, checking the few messages appended after its
+        watermark one by one; with no table, or too many such messages, it cannot answer.
+        """
+        conn = _connection(record)
+        if conn is None or record.closed:
+            return False
+        try:
+            if not record.readonly:
+                self._attach(record, conn)
+                return True
+            self._watermark = _read_watermark(conn)
+        except sqlite3.OperationalError as exc:
+            if "no such table" not in str(exc):
+                raise
+            return False
+        unindexed = len(catalog.seqs) - bisect.bisect_right(catalog.seqs, self._watermark)
+        return unindexed <= _MAX_TAIL
+
+    def _attach(self, record: SqliteRecord, conn: sqlite3.Connection) -> None:
+        with record._lock:  # no append may interleave with the catch-up on this connection
+            if not self._attached:
+                conn.execute(_CREATE)
+            watermark = _read_watermark(conn)
+            backlog = [
+                (entry.seq, normalize(searchable(entry.event.message)))
+                for entry in record.entries[watermark + 1 :]
+                if isinstance(entry.event, MessageAppended)
+            ]
+            if backlog:
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    conn.executemany(_INSERT, backlog)
+                    conn.execute("COMMIT")
+                except BaseException:
+                    conn.execute("ROLLBACK")
+                    raise
+                logger.info("indexed %d messages for history search", len(backlog))
+            self._watermark = len(record.entries) - 1
+            if not self._attached:
+                _install_hook(record)
+                self._attached = True
+
+    def candidates(
+        self, record: SqliteRecord, terms: Sequence[str], catalog: Catalog
+    ) -> Iterator[int]:
+        """Seqs, newest first, of messages that may hold every term (a superset).
+
+        Messages after the watermark (a reader's view of a writer's newest appends) come
+        first, unfiltered.
+        """
+        below = len(record.entries)
+        for seq in catalog.newest_first(below):
+            if seq <= self._watermark:
+                break
+            yield seq
+        conn = _connection(record)
+        assert conn is not None
+        rows = conn.execute(
+            f"SELECT rowid FROM {TABLE} WHERE {TABLE} MATCH ? AND rowid <= ? ORDER BY rowid DESC",
+            (match_expression(terms), self._watermark),
+        )
+        for (seq,) in rows:
+            if seq < below:
+                yield seq
+
+
+def _read_watermark(conn: sqlite3.Connection) -> int:
+    row = conn.execute(f"SELECT rowid FROM {TABLE} ORDER BY rowid DESC LIMIT 1").fetchone()
+    return -1 if row is None else int(row[0])
+
+
+def _install_hook(record: SqliteRecord) -> None:
+    """Index each message the handle appends, inside the append's own transaction."""
+    ref = weakref.ref(record)
+
+    def index_entry(entry: Entry) -> None:
+        owner = ref()
+        conn = None if owner is None else _connection(owner)
+        if conn is not None and isinstance(entry.event, MessageAppended):
+            conn.execute(_INSERT, (entry.seq, normalize(searchable(entry.event.message))))
+
+    record._on_append = index_entry  # type: ignore[attr-defined]

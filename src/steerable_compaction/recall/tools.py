@@ -1,0 +1,312 @@
+"""The history tools: `history_search` and `history_read` for the model, in three shapes.
+
+- `history_tools(record, max_tokens=...)`: two `HistoryTool`s, whose fields are those of
+  `loop.Tool` (`Tool(name=t.name, fn=t.fn, description=t.description, parameters=t.parameters)`);
+  recall sits below the loop in the layers, so the loop side builds the `Tool`;
+- `openai_tool_schemas()` / `anthropic_tool_schemas()`: the schemas as plain dicts for the
+  official SDKs (`tools=` of Chat Completions / Messages);
+- `execute_history_tool(record, name, arguments, max_tokens=...)`: the executor for your own
+  loop, answering one call.
+
+Whatever the model sends, the answer is text: a bad argument gets an error line saying what to
+fix, never an exception. Results stay within `max_tokens` (the policy's `recall_result_tokens`)
+and read only the record they were given.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import re
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from ..errors import ConfigError, RecallError
+from ..record import Record
+from ..tokens import estimate_tokens
+from .search import HistoryHit, read_history, search_history
+from .text import parse_query
+
+__all__ = [
+    "HISTORY_READ",
+    "HISTORY_SEARCH",
+    "MAX_TOOL_LIMIT",
+    "MIN_RESULT_TOKENS",
+    "HistoryTool",
+    "anthropic_tool_schemas",
+    "execute_history_tool",
+    "history_tools",
+    "openai_tool_schemas",
+]
+
+logger = logging.getLogger("steerable_compaction.recall")
+
+HISTORY_SEARCH: Final = "history_search"
+HISTORY_READ: Final = "history_read"
+MAX_TOOL_LIMIT = 20
+"""The most hits the model may ask one `history_search` for."""
+MIN_RESULT_TOKENS = 256
+"""The smallest result cap: an error, or one hit with its snippet, always fits."""
+
+_SEARCH_DESCRIPTION = (
+    "Search the earlier part of this conversation that is no longer in your context (folded "
+    "or summarized away) and get the best matching messages: each with its seq, role, tool "
+    "name, size and a snippet. A message matches when it contains every term, "
+    "case-insensitively, also inside longer words; put a phrase in double quotes. Nothing "
+    "else is syntax. Then read a whole message with history_read."
+)
+_SEARCH_PARAMETERS: Final[Mapping[str, Any]] = {
+    "type": "object",
+    "properties": {
+        "query": {
+            "type": "string",
+            "description": (
+                'Distinctive words or "quoted phrases": an identifier, a file path, an error '
+                "name, a number. Matched literally, case-insensitively."
+            ),
+        },
+        "limit": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": MAX_TOOL_LIMIT,
+            "description": "How many matches to return (default 5).",
+        },
+    },
+    "required": ["query"],
+    "additionalProperties": False,
+}
+_READ_DESCRIPTION = (
+    "Read the exact original content of one earlier message that is no longer in your "
+    "context, by its seq (from history_search, a fold marker or a summary). Long messages "
+    "come in pages: pass the offset the previous page gives to read on."
+)
+_READ_PARAMETERS: Final[Mapping[str, Any]] = {
+    "type": "object",
+    "properties": {
+        "seq": {"type": "integer", "minimum": 0, "description": "The message's seq."},
+        "offset": {
+            "type": "integer",
+            "minimum": 0,
+            "description": "Character offset to read from (default 0).",
+        },
+    },
+    "required": ["seq"],
+    "additionalProperties": False,
+}
+_SPECS: Final = (
+    (HISTORY_SEARCH, _SEARCH_DESCRIPTION, _SEARCH_PARAMETERS),
+    (HISTORY_READ, _READ_DESCRIPTION, _READ_PARAMETERS),
+)
+# Words that are operators in common search syntaxes; here they are text, and we say so.
+_OPERATOR_WORDS = frozenset({"AND", "OR", "NOT", "NEAR"})
+_OPERATOR_MARKS = re.compile(r"[*()^:+]|(?:^|\s)-\S")
+
+
+def openai_tool_schemas() -> list[dict[str, Any]]:
+    """The two tools as OpenAI Chat Completions `tools` entries (a fresh copy each call)."""
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": name,
+                "description": description,
+                "parameters": copy.deepcopy(dict(parameters)),
+            },
+        }
+        for name, description, parameters in _SPECS
+    ]
+
+
+def anthropic_tool_schemas() -> list[dict[str, Any]]:
+    """The two tools as Anthropic Messages `tools` entries (a fresh copy each call)."""
+    return [
+        {
+            "name": name,
+            "description": description,
+            "input_schema": copy.deepcopy(dict(parameters)),
+        }
+        for name, description, parameters in _SPECS
+    ]
+
+
+def _check_max_tokens(max_tokens: object) -> int:
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int):
+        raise ConfigError("recall_result_tokens", max_tokens, f"an int >= {MIN_RESULT_TOKENS}")
+    if max_tokens < MIN_RESULT_TOKENS:
+        raise ConfigError("recall_result_tokens", max_tokens, f"an int >= {MIN_RESULT_TOKENS}")
+    return max_tokens
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HistoryTool:
+    """One history tool bound to a record: the fields of `loop.Tool`, which `CoreLoop` takes.
+
+    `fn` takes the call's parsed arguments and returns the result text; it never raises.
+    """
+
+    name: str
+    fn: Callable[[Mapping[str, Any]], Awaitable[str]]
+    description: str
+    parameters: Mapping[str, Any]
+
+
+def history_tools(record: Record, *, max_tokens: int) -> tuple[HistoryTool, HistoryTool]:
+    """`history_search` and `history_read` over `record`, results within `max_tokens`.
+
+    Raises `ConfigError` if `max_tokens` is below `MIN_RESULT_TOKENS`.
+    """
+    cap = _check_max_tokens(max_tokens)
+
+    def bind(name: str) -> Callable[[Mapping[str, Any]], Awaitable[str]]:
+        async def run(arguments: Mapping[str, Any]) -> str:
+            return _answer(record, name, arguments, cap)
+
+        return run
+
+    search, read = (
+        HistoryTool(
+            name=name,
+            fn=bind(name),
+            description=description,
+            parameters=copy.deepcopy(dict(parameters)),
+        )
+        for name, description, parameters in _SPECS
+    )
+    return search, read
+
+
+def execute_history_tool(
+    record: Record, name: str, arguments: str | Mapping[str, Any], *, max_tokens: int
+) -> str:
+    """Answer one history tool call: `arguments` as the model sent them (JSON text or a dict).
+
+    Returns the tool result text; a bad call returns an error text, it never raises (only a
+    `max_tokens` below `MIN_RESULT_TOKENS`, the integrator's mistake, raises `ConfigError`).
+    """
+    cap = _check_max_tokens(max_tokens)
+    if name not in (HISTORY_SEARCH, HISTORY_READ):
+        return (
+            f"error: unknown tool {name!r}; the history tools are {HISTORY_SEARCH} and "
+            f"{HISTORY_READ}"
+        )
+    if isinstance(arguments, str):
+        try:
+            parsed = json.loads(arguments) if arguments.strip() else {}
+        except json.JSONDecodeError as exc:
+            return f"{name} error: the arguments are not valid JSON ({exc}); send a JSON object"
+    else:
+        parsed = arguments
+    if not isinstance(parsed, Mapping):
+        return f"{name} error: the arguments must be a JSON object, got {type(parsed).__name__}"
+    return _answer(record, name, parsed, cap)
+
+
+def _answer(record: Record, name: str, arguments: Mapping[str, Any], max_tokens: int) -> str:
+    try:
+        if name == HISTORY_SEARCH:
+            return _search(record, arguments, max_tokens)
+        return _read(record, arguments, max_tokens)
+    except RecallError as exc:
+        return f"{name} error: {exc.reason}"
+    except Exception as exc:  # a tool answers the model; a failure here must not end the turn
+        logger.exception("%s failed", name)
+        return f"{name} error: the history could not be read ({type(exc).__name__}: {exc})"
+
+
+def _arguments(arguments: Mapping[str, Any], required: str, optional: str) -> None:
+    unknown = sorted(str(key) for key in arguments if key not in (required, optional))
+    if unknown:
+        raise RecallError(
+            f"unknown argument {', '.join(map(repr, unknown))}; expected {required!r} and "
+            f"optionally {optional!r}"
+        )
+    if required not in arguments:
+        raise RecallError(f"missing the argument {required!r}")
+
+
+def _search(record: Record, arguments: Mapping[str, Any], max_tokens: int) -> str:
+    _arguments(arguments, "query", "limit")
+    query = arguments["query"]
+    limit = arguments.get("limit", 5)
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_TOOL_LIMIT:
+        raise RecallError(f"limit must be an integer from 1 to {MAX_TOOL_LIMIT}, got {limit!r}")
+    hits = search_history(record, query, limit=limit)
+    terms = parse_query(query)
+    shown = ", ".join(json.dumps(term, ensure_ascii=False) for term in terms)
+    note = ""
+    if _OPERATOR_MARKS.search(query) or _OPERATOR_WORDS.intersection(query.split()):
+        note = " (matched literally: AND, OR, NOT, *, ( ), - and the like are searched as text)"
+    if not hits:
+        return _clip(
+            f"No hidden message holds every term of the query: {shown}{note}. Terms match "
+            "case-insensitively, also inside longer words; try fewer or other terms.",
+            max_tokens,
+        )
+    head = (
+        f"{len(hits)} hidden message(s) hold every term of {shown}{note}, best first. Read "
+        f'one whole with {HISTORY_READ} {{"seq": N}}.'
+    )
+    return _fit(head, [_hit_text(hit) for hit in hits], max_tokens)
+
+
+def _hit_text(hit: HistoryHit) -> str:
+    who = _who(hit.role, hit.tool_name)
+    return f"[seq {hit.seq}] {who}, {hit.tokens:,} tokens\n  {hit.snippet}"
+
+
+def _who(role: str, tool_name: str | None) -> str:
+    if role == "tool":
+        return f"tool result of {tool_name}" if tool_name else "tool result"
+    return role
+
+
+def _fit(head: str, blocks: list[str], max_tokens: int) -> str:
+    """`head` and as many whole `blocks` as fit in `max_tokens` (at least one, clipped)."""
+    text = head
+    for count in range(len(blocks), 0, -1):
+        lines = [head]
+        if count < len(blocks):
+            lines.append(f"(showing {count} of {len(blocks)}: the result is capped in size)")
+        text = "\n".join([*lines, *blocks[:count]])
+        if estimate_tokens(text) <= max_tokens:
+            return text
+    return _clip(text, max_tokens)
+
+
+def _clip(text: str, max_tokens: int) -> str:
+    """`text`, cut short with a marker if it exceeds `max_tokens`."""
+    if estimate_tokens(text) <= max_tokens:
+        return text
+    lo, hi = 0, len(text)
+    marker = " …[cut: the result is capped in size]"
+    budget = max_tokens - estimate_tokens(marker)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if estimate_tokens(text[:mid]) <= budget:
+            lo = mid
+        else:
+            hi = mid - 1
+    return text[:lo] + marker
+
+
+_READ_OVERHEAD = 64  # tokens kept for a page's header and footer lines
+
+
+def _read(record: Record, arguments: Mapping[str, Any], max_tokens: int) -> str:
+    _arguments(arguments, "seq", "offset")
+    page = read_history(
+        record,
+        arguments["seq"],
+        offset=arguments.get("offset", 0),
+        max_tokens=max_tokens - _READ_OVERHEAD,
+    )
+    end = page.offset + len(page.text)
+    text = (
+        f"[seq {page.seq}] {_who(page.role, page.tool_name)}, characters "
+        f"{page.offset:,}-{end:,} of {page.total_chars:,}:\n{page.text}"
+    )
+    if page.next_offset is not None:
+        text += f'\n[continues: {HISTORY_READ} {{"seq": {page.seq}, "offset": {page.next_offset}}}]'
+    return _clip(text, max_tokens)  # a very long tool name could overrun the header's share
