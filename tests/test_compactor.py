@@ -139,3 +139,27 @@ def test_r22b_prepare_never_returns_broken_tool_pairs() -> None:
     out.append(Message.tool("c1", "ran"))  # the loop goes on from the list it was given
     again = compactor.prepare(out)
     assert not pair_issues(again)
+
+
+def test_history_tools_for_your_own_loop_once_the_compactor_compacted() -> None:
+    """No schemas before the first compaction; then both, and calls answered from the record."""
+    from steerable_compaction import ToolCall, resolve_compaction_policy
+    from steerable_compaction.recall import HISTORY_SEARCH
+
+    compactor = Compactor(resolve_compaction_policy(None, 4096))
+    assert compactor.history_tool_schemas("openai") == []
+    messages = [Message.system("s"), Message.user("goal")]
+    for i in range(40):
+        messages = compactor.prepare(messages)
+        fact = "note: the staging database port is 61046" if i == 0 else "filler " * 120
+        call = ToolCall(id=f"c{i}", name="read", arguments="{}")
+        messages += [Message.assistant(None, [call]), Message.tool(f"c{i}", fact)]
+    messages = compactor.prepare(messages)
+    assert compactor.compacted
+    openai = compactor.history_tool_schemas("openai")
+    anthropic = compactor.history_tool_schemas("anthropic")
+    assert {t["function"]["name"] for t in openai} == {"history_search", "history_read"}
+    assert {t["name"] for t in anthropic} == {"history_search", "history_read"}
+    found = compactor.run_history_tool(HISTORY_SEARCH, '{"query": "staging database port"}')
+    assert "61046" in found
+    assert "error" in compactor.run_history_tool(HISTORY_SEARCH, "{not json")

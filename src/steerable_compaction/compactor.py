@@ -10,7 +10,10 @@ while True:
 ```
 
 Pass back the list `prepare` returned with the new messages appended; the compactor appends
-those to its record, compacts when a path calls for it and returns what to send. The record (a
+those to its record, compacts when a path calls for it and returns what to send. Once it has
+compacted, add `history_tool_schemas("openai")` (or `"anthropic"`) to your request's tools and
+answer those calls with `run_history_tool(name, arguments)`: the model reads back what
+compaction took out of its context. The record (a
 `MemoryRecord` unless you give one) keeps every original message.
 """
 
@@ -18,8 +21,8 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
-from typing import Any, TypeVar
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from typing import Any, Literal, TypeVar
 
 from .compaction import SummaryRequest, repair_tool_pairs
 from .engine import CompactionHooks
@@ -27,7 +30,8 @@ from .errors import ContextOverflowError, MessageError
 from .hooks import RequestErrorContext, StepContext, Summarizer
 from .messages import Message
 from .policy import CompactionPolicy
-from .record import MemoryRecord, Record
+from .recall import anthropic_tool_schemas, execute_history_tool, openai_tool_schemas
+from .record import CompactionBoundary, MemoryRecord, Record
 from .tokens import TokenMeter
 
 __all__ = ["Compactor"]
@@ -88,11 +92,40 @@ class Compactor:
         self._sent_count: int | None = None  # projection length behind it (the meter's unit)
         self._round = 0
         self._turn = 0
+        self._compacted = False
+        self._scanned = 0
 
     @property
     def policy(self) -> CompactionPolicy:
         """The resolved policy in force."""
         return self.hooks.policy
+
+    @property
+    def compacted(self) -> bool:
+        """Whether the record holds a compaction: from then on, offer the history tools."""
+        if not self._compacted:
+            entries = self.record.entries
+            self._compacted = any(
+                isinstance(e.event, CompactionBoundary) for e in entries[self._scanned :]
+            )
+            self._scanned = len(entries)
+        return self._compacted
+
+    def history_tool_schemas(self, flavor: Literal["openai", "anthropic"]) -> list[dict[str, Any]]:
+        """The history tools for your request's `tools` once compacted (else an empty list)."""
+        if not self.compacted:
+            return []
+        return openai_tool_schemas() if flavor == "openai" else anthropic_tool_schemas()
+
+    def run_history_tool(self, name: str, arguments: str | Mapping[str, Any]) -> str:
+        """Answer the model's `history_search` / `history_read` call from this record.
+
+        Returns the tool result text; a bad call gets an error text, never an exception.
+        Results are capped at the policy's `recall_result_tokens`.
+        """
+        return execute_history_tool(
+            self.record, name, arguments, max_tokens=self.policy.recall_result_tokens
+        )
 
     def new_turn(self) -> None:
         """Mark the start of a user turn (the overflow retry budget is per turn)."""

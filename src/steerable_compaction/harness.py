@@ -24,7 +24,7 @@ from .errors import ConfigError
 from .hooks import Hooks
 from .loop import CoreLoop, Tool
 from .policy import CompactionPolicy, resolve_compaction_policy
-from .providers.base import Provider, provider_summarizer
+from .providers.base import Provider, ToolSpec, provider_summarizer
 from .record import Record
 from .retry import RetryHooks
 from .spill import SpillHooks
@@ -42,7 +42,11 @@ _SECTIONS: dict[str, dict[str, tuple[type | tuple[type, ...], bool]]] = {
         "base_delay_s": ((int, float), False),
         "max_delay_s": ((int, float), False),
     },
-    "loop": {"max_rounds_per_turn": (int, False), "max_output_tokens": (int, True)},
+    "loop": {
+        "max_rounds_per_turn": (int, False),
+        "max_output_tokens": (int, True),
+        "history_tools": (bool, False),
+    },
 }
 
 
@@ -120,7 +124,8 @@ def _validate_section(
         types, nullable = spec[key]
         if value is None and nullable:
             continue
-        if isinstance(value, bool) or not isinstance(value, types):
+        wrong = isinstance(value, bool) != (types is bool)  # a bool is an int in Python
+        if wrong or not isinstance(value, types):
             raise ConfigError(f"{section}.{key}", value, _kind(types, nullable))
     return dict(values)
 
@@ -184,7 +189,14 @@ def load_harness(
     chain: list[Hooks] = []
     compaction: CompactionHooks | None = None
     spill: SpillHooks | None = None
+    built: list[CoreLoop] = []  # the loop, once built: the summarizer replays its tools
     specs = tuple(tool.spec for tool in tools)
+
+    def current_tools() -> tuple[ToolSpec, ...]:
+        # The summary request replays the turn's own tools (its cached prefix), the history
+        # tools included once the loop offers them.
+        return built[0].tool_specs if built else specs
+
     for name in config["context"]:
         if name == "pressure_compaction":
             compaction = CompactionHooks(
@@ -192,7 +204,7 @@ def load_harness(
                 policy,
                 summarizer=provider_summarizer(
                     provider,
-                    tools=specs,
+                    tools=current_tools,
                     # A summary must fit the output room the policy keeps free.
                     max_output_tokens=min(4096, policy.effective_reserved_output_tokens),
                 ),
@@ -212,7 +224,9 @@ def load_harness(
         tools=tools,
         max_rounds_per_turn=loop_cfg.get("max_rounds_per_turn", 50),
         max_output_tokens=loop_cfg.get("max_output_tokens"),
+        history_tokens=policy.recall_result_tokens if loop_cfg.get("history_tools", True) else None,
     )
+    built.append(loop)
     return Harness(
         loop=loop, policy=policy, compaction=compaction, spill=spill, retry=retry, config=config
     )

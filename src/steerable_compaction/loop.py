@@ -28,7 +28,8 @@ from .hooks import (
 )
 from .messages import ContentPart, Message, TextPart, ToolCall, ToolResult
 from .providers.base import Completion, CompletionRequest, Provider, ToolSpec
-from .record import MessageAppended, Record
+from .recall import history_tools
+from .record import CompactionBoundary, MessageAppended, Record
 
 __all__ = ["CoreLoop", "Tool", "TurnResult"]
 
@@ -70,7 +71,10 @@ class CoreLoop:
     """Runs agent turns over `record` with `provider`, calling `hooks` around each request.
 
     `hooks` is usually the harness's chain (compaction, spill, retry). One loop serves one
-    record; turns run one at a time.
+    record; turns run one at a time. With `history_tokens`, the model is offered
+    `history_search` and `history_read` (`steerable_compaction.recall`, results capped at that
+    many tokens) from the first request after the record's first compaction: the record keeps
+    what compaction took out of the context, and these read it back.
     """
 
     def __init__(
@@ -82,6 +86,7 @@ class CoreLoop:
         tools: Sequence[Tool] = (),
         max_rounds_per_turn: int = 50,
         max_output_tokens: int | None = None,
+        history_tokens: int | None = None,
     ) -> None:
         if max_rounds_per_turn < 1:
             raise ValueError(f"max_rounds_per_turn must be >= 1, got {max_rounds_per_turn!r}")
@@ -93,14 +98,41 @@ class CoreLoop:
             raise ValueError("tool names must be unique")
         self.max_rounds_per_turn = max_rounds_per_turn
         self.max_output_tokens = max_output_tokens
+        self._history: dict[str, Tool] = {}
+        if history_tokens is not None:
+            self._history = {
+                t.name: Tool(
+                    name=t.name, fn=t.fn, description=t.description, parameters=t.parameters
+                )
+                for t in history_tools(record, max_tokens=history_tokens)
+            }
+            taken = sorted(set(self._history) & set(self.tools))
+            if taken:
+                raise ValueError(f"tool names {taken} are reserved for the history tools")
+        self._compacted = False
+        self._scanned = 0
         self.round = 0
         self.turn = 0
         self._compact_requested = False
 
     @property
+    def history_offered(self) -> bool:
+        """Whether the history tools are offered: on, and the record has compacted (O(new))."""
+        if not self._history:
+            return False
+        if not self._compacted:
+            entries = self.record.entries
+            self._compacted = any(
+                isinstance(e.event, CompactionBoundary) for e in entries[self._scanned :]
+            )
+            self._scanned = len(entries)
+        return self._compacted
+
+    @property
     def tool_specs(self) -> tuple[ToolSpec, ...]:
-        """The tools as the provider sees them."""
-        return tuple(tool.spec for tool in self.tools.values())
+        """The tools as the provider sees them (the history tools once the record compacted)."""
+        tools = [*self.tools.values(), *(self._history.values() if self.history_offered else ())]
+        return tuple(tool.spec for tool in tools)
 
     def request_compact(self) -> None:
         """Compact at the next `pre_step`, whatever the pressure (R15)."""
@@ -192,8 +224,11 @@ class CoreLoop:
     async def _run_tool(self, call: ToolCall) -> ToolResult:
         """Run one call; a bad call or a failing tool becomes an error result, never a crash."""
         tool = self.tools.get(call.name)
+        if tool is None and self.history_offered:
+            tool = self._history.get(call.name)
         if tool is None:
-            return _error(call, f"unknown tool {call.name!r}; available: {sorted(self.tools)}")
+            offered = [spec.name for spec in self.tool_specs]
+            return _error(call, f"unknown tool {call.name!r}; available: {sorted(offered)}")
         try:
             arguments = json.loads(call.arguments) if call.arguments.strip() else {}
         except json.JSONDecodeError as exc:

@@ -10,7 +10,7 @@ is too long and `ProviderError` (with `retryable`) for everything else, classifi
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
@@ -175,12 +175,16 @@ def str_or_none(value: Any) -> str | None:
 
 
 def provider_summarizer(
-    provider: Provider, *, tools: tuple[ToolSpec, ...] = (), max_output_tokens: int | None = 4096
+    provider: Provider,
+    *,
+    tools: Sequence[ToolSpec] | Callable[[], Sequence[ToolSpec]] = (),
+    max_output_tokens: int | None = 4096,
 ) -> Summarizer:
     """A summarizer that sends the warm-prefix replay to `provider` with no new cache entry.
 
-    Pass the session's `tools`: they are part of the cached prefix (and some providers refuse
-    tool calls in a transcript whose request declares no tools).
+    Pass the session's `tools` (or a function returning them, for a loop whose tools change):
+    they are part of the cached prefix (and some providers refuse tool calls in a transcript
+    whose request declares no tools).
     """
 
     async def summarize(request: SummaryRequest) -> str:
@@ -190,7 +194,7 @@ def provider_summarizer(
         completion = await provider.complete(
             CompletionRequest(
                 messages=request.messages,
-                tools=tools,
+                tools=tuple(tools() if callable(tools) else tools),
                 max_output_tokens=limit,
                 cache_retention=request.cache_retention,
             )
