@@ -524,6 +524,16 @@ async def test_prompt_too_long_raises_context_overflow_error(message: str) -> No
     assert caught.value.provider == "anthropic"
 
 
+async def test_request_too_large_413_raises_context_overflow_error() -> None:
+    """Anthropic's 413 `request_too_large` (over the 32 MB request limit) is an overflow."""
+    body = error_body("request_too_large", "Request exceeds the maximum allowed number of bytes.")
+    server = Server(httpx2.Response(413, json=body))
+    async with provider(server) as p:
+        with pytest.raises(ContextOverflowError) as caught:
+            await p.complete(REQUEST)
+    assert caught.value.status_code == 413
+
+
 @pytest.mark.parametrize(
     ("status", "kind", "message", "retryable"),
     [

@@ -381,7 +381,7 @@ VLLM_OVERFLOW = {
     "param": None,
     "code": 400,
 }
-VLLM_MAX_TOKENS_OVERFLOW = {
+VLLM_MAX_TOKENS_TOO_LARGE = {
     "error": {
         "message": "'max_tokens' or 'max_completion_tokens' is too large: 8192. This model's "
         "maximum context length is 8192 tokens and your request has 1210 input tokens "
@@ -393,6 +393,19 @@ VLLM_MAX_TOKENS_OVERFLOW = {
 }
 
 
+VLLM_V1_OVERFLOW = {
+    "error": {
+        "message": "The decoder prompt (length 12324) is longer than the maximum model length "
+        "of 8192.",
+        "type": "BadRequestError",
+        "param": None,
+        "code": 400,
+    }
+}
+TGI_OVERFLOW = {
+    "error": "Input validation error: `inputs` must have less than 4096 tokens. Given: 4545",
+    "error_type": "validation",
+}
 INVALID = "invalid_request_error"
 
 
@@ -407,9 +420,10 @@ def api_error(message: str, kind: str, code: str | None) -> dict[str, Any]:
         (400, LLAMA_CPP_OVERFLOW),
         (500, LLAMA_CPP_OLD_OVERFLOW),
         (400, VLLM_OVERFLOW),
-        (400, VLLM_MAX_TOKENS_OVERFLOW),
+        (400, VLLM_V1_OVERFLOW),
+        (422, TGI_OVERFLOW),
     ],
-    ids=["openai", "llama.cpp", "llama.cpp-500", "vllm", "vllm-max-tokens"],
+    ids=["openai", "llama.cpp", "llama.cpp-500", "vllm", "vllm-v1", "tgi"],
 )
 async def test_overflow_raises_context_overflow_error(status: int, body: dict[str, Any]) -> None:
     """R13: each server's "too long" reply raises `ContextOverflowError` with its message."""
@@ -421,8 +435,38 @@ async def test_overflow_raises_context_overflow_error(status: int, body: dict[st
             await collect(p, REQUEST)
     assert caught.value.status_code == status
     assert caught.value.provider == "openai"
-    assert "context" in caught.value.message
-    assert "Error code" not in caught.value.message  # the body's message, not the SDK's wrapper
+    error = body.get("error", body)
+    assert caught.value.message == (error["message"] if isinstance(error, dict) else error)
+
+
+async def test_vllm_max_tokens_too_large_is_fatal_not_an_overflow() -> None:
+    """A vLLM "max_tokens is too large" 400 is a fatal `ProviderError` (issue 14 item 9)."""
+    server = Server(httpx2.Response(400, json=VLLM_MAX_TOKENS_TOO_LARGE))
+    async with provider(server) as p:
+        with pytest.raises(ProviderError) as caught:
+            await p.complete(REQUEST)
+    assert type(caught.value) is ProviderError
+    assert (caught.value.status_code, caught.value.retryable) == (400, False)
+
+
+async def test_a_proxy_413_page_is_an_overflow() -> None:
+    """A reverse proxy's HTML 413 (the request body is too large) raises `ContextOverflowError`."""
+    page = "<html><head><title>413 Request Entity Too Large</title></head></html>"
+    server = Server(httpx2.Response(413, text=page, headers={"content-type": "text/html"}))
+    async with provider(server) as p:
+        with pytest.raises(ContextOverflowError) as caught:
+            await p.complete(REQUEST)
+    assert caught.value.status_code == 413
+
+
+async def test_the_error_type_is_read_when_the_code_is_a_number() -> None:
+    """llama.cpp's `type` (its `code` is the HTTP status as a number) is classified too."""
+    body = {"error": {"code": 400, "message": "ctx full", "type": "exceed_context_size_error"}}
+    server = Server(httpx2.Response(400, json=body))
+    async with provider(server) as p:
+        with pytest.raises(ContextOverflowError) as caught:
+            await p.complete(REQUEST)
+    assert caught.value.message == "ctx full"
 
 
 @pytest.mark.parametrize(

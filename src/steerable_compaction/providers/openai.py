@@ -171,7 +171,11 @@ class OpenAIProvider:
         message = exc.message
         if isinstance(exc.body, Mapping) and isinstance(exc.body.get("message"), str):
             message = exc.body["message"]  # the SDK's own message repeats the whole body
-        return provider_error(self.name, status_code=status, code=exc.code, message=message)
+        elif isinstance(exc.body, str) and exc.body:
+            message = exc.body  # TGI's `{"error": "..."}`: the SDK keeps the string as the body
+        # llama.cpp and vLLM send the HTTP status as `code` and say what happened in `type`.
+        code = " ".join(c for c in (exc.code, exc.type) if isinstance(c, str) and c) or None
+        return provider_error(self.name, status_code=status, code=code, message=message)
 
 
 # -- replies -------------------------------------------------------------------------------------
