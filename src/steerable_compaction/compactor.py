@@ -11,14 +11,20 @@ while True:
 
 Pass back the list `prepare` returned with the new messages appended; the compactor appends
 those to its record, compacts when a path calls for it and returns what to send. The record (a
-`MemoryRecord` unless you give one) keeps every original message.
+`MemoryRecord` unless you give one) keeps every original message. A new user message starts a
+user turn, which renews the overflow retry budget (R13); `new_turn()` marks one explicitly.
+
+R6: `STEERABLE_SIDECAR_SUMMARIZER=0` (or `false`/`off`/`no`) in the environment turns the LLM
+summarizer off, here and in `load_harness`; the older name `STEERABLE_SUMMARIZER` still works
+when the new one is not set.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+import os
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import Any, TypeVar
 
 from .compaction import SummaryRequest, repair_tool_pairs
@@ -30,11 +36,25 @@ from .policy import CompactionPolicy
 from .record import MemoryRecord, Record
 from .tokens import TokenMeter
 
-__all__ = ["Compactor"]
+__all__ = ["LEGACY_SUMMARIZER_ENV", "SUMMARIZER_ENV", "Compactor", "summarizer_switched_off"]
+
+SUMMARIZER_ENV = "STEERABLE_SIDECAR_SUMMARIZER"
+"""The R6 switch: `0`, `false`, `off` or `no` turns the LLM summarizer off."""
+LEGACY_SUMMARIZER_ENV = "STEERABLE_SUMMARIZER"
+"""The switch's first name, read when `SUMMARIZER_ENV` is not set."""
+_OFF = frozenset({"0", "false", "off", "no"})
 
 _T = TypeVar("_T")
 
 AnySummarizer = Callable[[SummaryRequest], Awaitable[str]] | Callable[[SummaryRequest], str]
+
+
+def summarizer_switched_off(env: Mapping[str, str]) -> bool:
+    """Whether `env` turns the LLM summarizer off (R6); the new name wins over the old one."""
+    value = env.get(SUMMARIZER_ENV)
+    if value is None:
+        value = env.get(LEGACY_SUMMARIZER_ENV, "")
+    return value.strip().lower() in _OFF
 
 
 def _as_async(summarizer: AnySummarizer | None) -> Summarizer | None:
@@ -60,7 +80,8 @@ class Compactor:
 
     `summarizer` may be sync or async; it gets a `SummaryRequest` (send `request.messages` to
     your model, ideally the turn model itself, with no new cache breakpoint) and returns the
-    summary text. Without one, the deterministic excerpt summary is used.
+    summary text. Without one, or when `env` (default `os.environ`) switches it off (R6), the
+    deterministic excerpt summary is used.
     """
 
     def __init__(
@@ -73,7 +94,10 @@ class Compactor:
         meter: TokenMeter | None = None,
         replay_images: bool = False,
         summarizer_timeout: float | None = 300.0,
+        env: Mapping[str, str] | None = None,
     ) -> None:
+        if summarizer_switched_off(os.environ if env is None else env):
+            policy = policy.replace(summarizer_enabled=False)
         self.record = record if record is not None else MemoryRecord()
         self.hooks = CompactionHooks(
             self.record,
@@ -88,6 +112,7 @@ class Compactor:
         self._sent_count: int | None = None  # projection length behind it (the meter's unit)
         self._round = 0
         self._turn = 0
+        self._turn_marked = False  # `new_turn()` was called since the last prepare
 
     @property
     def policy(self) -> CompactionPolicy:
@@ -95,8 +120,12 @@ class Compactor:
         return self.hooks.policy
 
     def new_turn(self) -> None:
-        """Mark the start of a user turn (the overflow retry budget is per turn)."""
+        """Mark the start of a user turn (the overflow retry budget is per turn).
+
+        Optional: a user message among the messages `prepare` receives starts a turn too.
+        """
         self._turn += 1
+        self._turn_marked = True
 
     def request_compact(self) -> None:
         """Compact at the next `prepare`, whatever the pressure (R15)."""
@@ -139,6 +168,9 @@ class Compactor:
         `last_prompt_tokens` is the provider's `prompt_tokens` for the previous request.
         """
         new = self._take_new(messages)
+        if not self._turn_marked and any(m.role == "user" for m in new):
+            self._turn += 1
+        self._turn_marked = False
         if last_prompt_tokens is not None and self._sent_count is not None:
             self.hooks.observe(last_prompt_tokens, self._sent_count)
         for message in new:
