@@ -718,6 +718,30 @@ async def test_provider_protocol_and_owned_client() -> None:
         assert not client.is_closed()
 
 
+def test_without_a_key_the_error_names_anthropic_api_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No key anywhere: a `ConfigError` naming `ANTHROPIC_API_KEY`, not the SDK's `TypeError`."""
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.delenv("ANTHROPIC_AUTH_TOKEN", raising=False)
+    with pytest.raises(ConfigError) as caught:
+        AnthropicProvider(MODEL)
+    assert caught.value.key == "ANTHROPIC_API_KEY"
+    assert "set the ANTHROPIC_API_KEY environment variable" in str(caught.value)
+    assert "AnthropicProvider(api_key=...)" in str(caught.value)
+
+
+@pytest.mark.parametrize("variable", ["ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"])
+async def test_a_key_or_token_from_the_environment_is_enough(
+    monkeypatch: pytest.MonkeyPatch, variable: str
+) -> None:
+    """The SDK's own variables (a key, or a bearer token) are accepted."""
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.delenv("ANTHROPIC_AUTH_TOKEN", raising=False)
+    monkeypatch.setenv(variable, "sk-ant-env")
+    p = AnthropicProvider(MODEL)
+    await p.aclose()
+    assert p._client.is_closed()
+
+
 @pytest.mark.parametrize(
     ("kwargs", "key"),
     [

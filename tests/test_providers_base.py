@@ -435,3 +435,31 @@ def test_adapters_load_lazily_from_the_package() -> None:
     assert providers.AnthropicProvider is AnthropicProvider
     with pytest.raises(AttributeError, match="GeminiProvider"):
         _ = providers.GeminiProvider
+
+
+def test_the_sdk_adapters_share_one_skeleton() -> None:
+    """Issue 20: OpenAI and Anthropic adapters inherit `complete`/`stream` from `SdkProvider`."""
+    from steerable_compaction.providers.anthropic import AnthropicProvider
+    from steerable_compaction.providers.openai import OpenAIProvider
+    from steerable_compaction.providers.sdk import SdkProvider
+
+    for adapter in (OpenAIProvider, AnthropicProvider):
+        assert issubclass(adapter, SdkProvider)
+        assert not {"complete", "stream", "aclose", "_as_dict"} & set(vars(adapter))
+
+
+def test_base_imports_nothing_above_the_hook_protocol() -> None:
+    """Issue 20: `providers/base.py` needs values, errors and the hook protocol, not the engine."""
+    import ast
+    from pathlib import Path
+
+    import steerable_compaction.providers.base as base
+
+    tree = ast.parse(Path(base.__file__).read_text(encoding="utf-8"))
+    imported = {
+        node.module
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.level > 0 and node.module
+    }
+    assert imported <= {"compaction", "errors", "hooks", "messages", "record"}
+    assert not imported & {"engine", "loop", "compactor", "harness", "sidecar"}
