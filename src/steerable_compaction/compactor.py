@@ -167,13 +167,21 @@ class Compactor:
 
         `last_prompt_tokens` is the provider's `prompt_tokens` for the previous request.
         """
-        new = self._take_new(messages)
-        if not self._turn_marked and any(m.role == "user" for m in new):
+        return await self.extend_async(self._take_new(messages), last_prompt_tokens)
+
+    async def extend_async(
+        self, new_messages: Sequence[Message], last_prompt_tokens: int | None = None
+    ) -> list[Message]:
+        """`prepare_async` for callers that hand over only the messages appended since.
+
+        Framework adapters use it: their history is their own, so they pass what is new.
+        """
+        if not self._turn_marked and any(m.role == "user" for m in new_messages):
             self._turn += 1
         self._turn_marked = False
         if last_prompt_tokens is not None and self._sent_count is not None:
             self.hooks.observe(last_prompt_tokens, self._sent_count)
-        for message in new:
+        for message in new_messages:
             self.record.append_message(message)
         self._round += 1
         await self.hooks.pre_step(
@@ -204,6 +212,12 @@ class Compactor:
             )
         )
         return self._hand_out()
+
+    def extend(
+        self, new_messages: Sequence[Message], last_prompt_tokens: int | None = None
+    ) -> list[Message]:
+        """`extend_async` for synchronous loops."""
+        return _run(self.extend_async(new_messages, last_prompt_tokens))
 
     def recover_overflow(self, error: ContextOverflowError) -> list[Message]:
         """`recover_overflow_async` for synchronous loops."""
