@@ -6,13 +6,14 @@ summary instruction with a summary (no network).
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
 
 pytest.importorskip("pydantic_ai.capabilities", reason="needs the pydantic-ai extra")
 
-from pydantic_ai import Agent
+from pydantic_ai import Agent, AgentRunResult
 from pydantic_ai.messages import (
     AudioUrl,
     BinaryContent,
@@ -84,6 +85,11 @@ def history(**knobs: Any) -> CompactionHistory:
     return CompactionHistory(policy, env={})
 
 
+def run(pydantic_agent: Agent[None, str], prompt: str) -> AgentRunResult[str]:
+    """`Agent.run` on a fresh event loop (`run_sync` leaves its loop open)."""
+    return asyncio.run(pydantic_agent.run(prompt))
+
+
 def agent(script: Script, capability: CompactionHistory | None) -> Agent[None, str]:
     return Agent(
         FunctionModel(script),
@@ -99,7 +105,7 @@ def agent(script: Script, capability: CompactionHistory | None) -> Agent[None, s
 def test_the_function_model_gets_the_runs_history() -> None:
     """What the tests rely on: without the capability, each request is the whole history."""
     script = Script(2)
-    result = agent(script, None).run_sync("Read the modules.")
+    result = run(agent(script, None), "Read the modules.")
     assert [len(m) for m, _ in script.calls] == [1, 3, 5]
     assert script.calls[-1][0] == result.all_messages()[:-1]
     assert [t.name for t in script.calls[0][1].function_tools] == ["read_file"]
@@ -112,7 +118,7 @@ def test_a_long_run_is_compacted_and_the_runs_history_stays_whole() -> None:
     """The model sees the projection; the run's messages and the record keep everything."""
     script = Script(14)
     capability = history()
-    result = agent(script, capability).run_sync("Read the modules.")
+    result = run(agent(script, capability), "Read the modules.")
     assert result.output == "All modules read."
     assert [(c.action, c.status) for c in capability.record.compactions()] == [
         ("summarize", "closed")
@@ -126,7 +132,7 @@ def test_a_long_run_is_compacted_and_the_runs_history_stays_whole() -> None:
 def test_the_summary_request_is_the_previous_request_plus_one_instruction() -> None:
     """R24-R27: the same objects, the same tools, one instruction appended."""
     script = Script(14)
-    agent(script, history()).run_sync("Read the modules.")
+    run(agent(script, history()), "Read the modules.")
     (k,) = [i for i, (m, _) in enumerate(script.calls) if is_summary(m)]
     (summary, info), (previous, previous_info) = script.calls[k], script.calls[k - 1]
     assert len(summary) - 1 < len(previous)
@@ -137,16 +143,16 @@ def test_the_summary_request_is_the_previous_request_plus_one_instruction() -> N
 def test_the_responses_usage_anchors_the_pressure() -> None:
     """R7: a response's `usage.input_tokens` is what the previous request cost."""
     capability = history()
-    agent(Script(1, usage=5_900), capability).run_sync("Read m0.py.")
+    run(agent(Script(1, usage=5_900), capability), "Read m0.py.")
     assert capability.compactor.pressure() >= 5_900
 
 
 def test_one_capability_serves_one_conversation() -> None:
     """A second, unrelated conversation is refused with `MessageError`."""
     capability = history()
-    agent(Script(0), capability).run_sync("First conversation.")
+    run(agent(Script(0), capability), "First conversation.")
     with pytest.raises(MessageError, match="one conversation"):
-        agent(Script(0), capability).run_sync("Another one.")
+        run(agent(Script(0), capability), "Another one.")
 
 
 # -- conversion -----------------------------------------------------------------------------------
