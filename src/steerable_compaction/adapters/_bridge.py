@@ -15,13 +15,14 @@ import base64
 import binascii
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
-from ..compactor import Compactor
+from ..compactor import AnySummarizer, Compactor
 from ..errors import ConversionError, MessageError
 from ..messages import ImagePart, Message
+from ..policy import CompactionPolicy
 
-__all__ = ["Bridge", "Group", "image_from_url", "image_url"]
+__all__ = ["Bridge", "Group", "image_from_url", "image_url", "turn_model_compactor"]
 
 F = TypeVar("F")
 
@@ -128,6 +129,16 @@ class Bridge(Generic[F]):
         items = self._convert(message)
         self._fresh[id(message)] = (message, items)  # the message is kept alive with its id
         return items
+
+
+def turn_model_compactor(
+    policy: CompactionPolicy, summarizer: AnySummarizer | None, **options: Any
+) -> Compactor:
+    """The adapters' `Compactor`: its summarizer is the turn model, which saw the images (R28).
+
+    `options` are `Compactor`'s own (`record`, `model`, `summarizer_timeout`, `env`).
+    """
+    return Compactor(policy, summarizer=summarizer, replay_images=True, **options)
 
 
 def image_from_url(url: str, where: str) -> ImagePart:

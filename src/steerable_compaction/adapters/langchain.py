@@ -39,12 +39,11 @@ from langchain_core.messages import (
 )
 
 from ..compaction import SummaryRequest
-from ..compactor import Compactor
 from ..errors import ConversionError, MessageError
 from ..messages import ContentPart, ImagePart, Message, TextPart, ToolCall, ToolResult
 from ..policy import CompactionPolicy
 from ..record import Record
-from ._bridge import Bridge, Group, image_from_url
+from ._bridge import Bridge, Group, image_from_url, turn_model_compactor
 
 __all__ = ["CompactionMiddleware", "from_langchain", "to_langchain"]
 
@@ -69,12 +68,11 @@ class CompactionMiddleware(AgentMiddleware):
         env: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__()
-        self.compactor = Compactor(
+        self.compactor = turn_model_compactor(
             policy,
+            self._summarize if summarize else None,
             record=record,
-            summarizer=self._summarize if summarize else None,
             model=model,
-            replay_images=True,  # the summarizer is the turn model: it saw the images (R28)
             summarizer_timeout=summarizer_timeout,
             env=env,
         )

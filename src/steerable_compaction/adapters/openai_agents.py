@@ -38,12 +38,12 @@ from agents.run import CallModelData, ModelInputData
 from agents.tool import Tool
 
 from ..compaction import SummaryRequest
-from ..compactor import AnySummarizer, Compactor
+from ..compactor import AnySummarizer
 from ..errors import ConversionError, MessageError, RecordError
 from ..messages import ContentPart, ImagePart, Message, TextPart, ToolCall, ToolResult
 from ..policy import CompactionPolicy
 from ..record import Record
-from ._bridge import Bridge, Group, image_from_url, image_url
+from ._bridge import Bridge, Group, image_from_url, image_url, turn_model_compactor
 
 __all__ = ["CompactionSession", "from_agents_items", "to_agents_items"]
 
@@ -68,12 +68,11 @@ class CompactionSession:
     ) -> None:
         self.session_id = session_id
         self._own_summarizer = summarizer is not None
-        self.compactor = Compactor(
+        self.compactor = turn_model_compactor(
             policy,
+            summarizer if summarizer is not None else self._summarize,
             record=record,
-            summarizer=summarizer if summarizer is not None else self._summarize,
             model=model,
-            replay_images=True,  # the summarizer is the turn model: it saw the images (R28)
             summarizer_timeout=summarizer_timeout,
             env=env,
         )

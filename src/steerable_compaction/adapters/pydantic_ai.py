@@ -52,12 +52,11 @@ from pydantic_ai.tools import RunContext
 
 from .. import messages as ours
 from ..compaction import SummaryRequest
-from ..compactor import Compactor
 from ..errors import ConversionError, MessageError
 from ..messages import ContentPart, ImagePart, Message, ToolCall, ToolResult
 from ..policy import CompactionPolicy
 from ..record import Record
-from ._bridge import Bridge, Group, image_from_url
+from ._bridge import Bridge, Group, image_from_url, turn_model_compactor
 
 __all__ = ["CompactionHistory", "from_pydantic_ai", "to_pydantic_ai"]
 
@@ -75,12 +74,11 @@ class CompactionHistory(AbstractCapability[Any]):
         summarizer_timeout: float | None = 300.0,
         env: Mapping[str, str] | None = None,
     ) -> None:
-        self.compactor = Compactor(
+        self.compactor = turn_model_compactor(
             policy,
+            self._summarize if summarize else None,
             record=record,
-            summarizer=self._summarize if summarize else None,
             model=model,
-            replay_images=True,  # the summarizer is the turn model: it saw the images (R28)
             summarizer_timeout=summarizer_timeout,
             env=env,
         )
