@@ -248,3 +248,23 @@ def test_what_ours_cannot_carry_is_a_conversion_error(message: ModelMessage, fie
     with pytest.raises(ConversionError) as caught:
         from_pydantic_ai([first, message])
     assert (caught.value.index, caught.value.field) == (1, field)
+
+
+def test_retry_feedback_and_deprecated_retry_prompts_are_carried() -> None:
+    """Retry feedback is a user message; a stored tool `RetryPromptPart` is an error result."""
+    import warnings
+
+    from pydantic_ai.messages import RetryFeedbackPart, RetryInfo, RetryPromptPart
+
+    feedback = RetryFeedbackPart("Answer in JSON.", retry=RetryInfo("validation_error"))
+    with warnings.catch_warnings():  # old histories still hold the deprecated part
+        warnings.simplefilter("ignore")
+        prompt = RetryPromptPart("bad path", tool_name="read_file", tool_call_id="c1")
+        bare = RetryPromptPart("try again")
+    converted = from_pydantic_ai([ModelRequest(parts=[feedback, prompt, bare])])
+    assert [m.role for m in converted] == ["user", "tool", "user"]
+    assert "Answer in JSON." in converted[0].text
+    assert converted[1].parts == (
+        ToolResult(call_id="c1", content=(ours.TextPart(text="bad path"),), is_error=True),
+    )
+    assert "try again" in converted[2].text
