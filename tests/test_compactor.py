@@ -101,6 +101,67 @@ def test_manual_compaction_and_overflow_recovery() -> None:
         compactor.recover_overflow(error)
 
 
+def test_the_overflow_budget_is_per_user_turn_without_new_turn() -> None:
+    """R13: a new user message renews the budget; the caller need not call `new_turn()`."""
+    compactor = Compactor(POLICY.replace(keep_last_messages=2))
+    error = ContextOverflowError("too long", provider="fake", status_code=400)
+    messages = compactor.prepare(grow([Message.system("s"), Message.user("goal")], 0, 6))
+    for turn in range(3):
+        messages = compactor.recover_overflow(error)
+        messages = compactor.prepare(grow(messages, 10 * turn + 10, 6))
+        messages = compactor.recover_overflow(error)
+        with pytest.raises(OverflowRetriesExhaustedError):
+            compactor.recover_overflow(error)  # the budget of this turn is spent
+        messages = compactor.prepare([*messages, Message.user(f"next request {turn}")])
+        messages = compactor.prepare(grow(messages, 10 * turn + 100, 6))
+
+
+def test_new_turn_and_a_user_message_count_as_one_turn() -> None:
+    """`new_turn()` before the user message it announces does not start a second turn."""
+    compactor = Compactor(POLICY)
+    compactor.new_turn()
+    compactor.prepare([Message.system("s"), Message.user("goal")])
+    assert compactor._turn == 1
+    compactor.prepare([*compactor.record.messages(), Message.user("more")])
+    assert compactor._turn == 2
+
+
+@pytest.mark.parametrize(
+    ("env", "enabled"),
+    [
+        ({"STEERABLE_SIDECAR_SUMMARIZER": "0"}, False),
+        ({"STEERABLE_SUMMARIZER": "off"}, False),
+        ({"STEERABLE_SIDECAR_SUMMARIZER": "1", "STEERABLE_SUMMARIZER": "0"}, True),
+        ({}, True),
+    ],
+)
+def test_r6_the_environment_switch_also_turns_off_the_compactors_summarizer(
+    env: dict[str, str], enabled: bool
+) -> None:
+    """R6 in `Compactor`: the switch keeps the summarizer from being called at all."""
+    calls: list[SummaryRequest] = []
+
+    def summarize(request: SummaryRequest) -> str:
+        calls.append(request)
+        return "## Primary Request\nfix positions"
+
+    compactor = Compactor(POLICY, summarizer=summarize, env=env)
+    assert compactor.policy.summarizer_enabled is enabled
+    messages = compactor.prepare(grow([Message.system("s"), Message.user("goal")], 0, 14))
+    assert len(calls) == int(enabled)
+    assert messages[2].text.startswith("<compacted-summary>")
+
+
+def test_r6_the_compactor_reads_the_process_environment_by_default(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Without `env`, `os.environ` is read, as `load_harness` does."""
+    monkeypatch.setenv("STEERABLE_SIDECAR_SUMMARIZER", "0")
+    assert Compactor(POLICY).policy.summarizer_enabled is False
+    monkeypatch.delenv("STEERABLE_SIDECAR_SUMMARIZER")
+    assert Compactor(POLICY).policy is POLICY
+
+
 async def test_sync_methods_refuse_to_run_inside_an_event_loop() -> None:
     """The sync wrappers say to use the async ones when a loop is running."""
     compactor = Compactor(POLICY)

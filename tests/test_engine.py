@@ -694,3 +694,97 @@ async def test_the_first_hook_call_recovers_when_the_shell_did_not() -> None:
     boundaries = [e for e in record.entries if isinstance(e.event, CompactionBoundary)]
     await s.step()
     assert [e for e in record.entries if isinstance(e.event, CompactionBoundary)] == boundaries
+
+
+# -- probable overflow (issue 14 item 9) ---------------------------------------------------------
+
+
+def client_error(status: int = 400, *, retryable: bool = False) -> ProviderError:
+    """A provider error whose wording no overflow pattern knows."""
+    return ProviderError(
+        "Invalid 'messages': request rejected", status_code=status, retryable=retryable
+    )
+
+
+async def failed(s: Session, error: BaseException, attempt: int = 1) -> RetryAction | None:
+    return await s.hooks.on_request_error(
+        RequestErrorContext(
+            record=s.record, round=s.round, turn=s.turn, error=error, attempt=attempt
+        )
+    )
+
+
+@pytest.mark.parametrize("status", [400, 413, 422])
+async def test_an_unknown_client_error_near_the_window_is_compacted_once(status: int) -> None:
+    """A fatal 400/413/422 within 10 % of the window gets one forced compaction per request."""
+    s = session(FakeSummarizer(), rounds=11, keep_last_messages=2)
+    assert s.hooks.pressure() >= 0.9 * s.hooks.policy.max_context_tokens
+    action = await failed(s, client_error(status))
+    assert isinstance(action, RetryAction)
+    (outcome,) = action.compactions
+    assert outcome.written and outcome.trigger == "overflow"
+    assert "probable overflow" in outcome.reason
+    assert kinds(s.record)[-1] == "compaction_boundary"
+    assert await failed(s, client_error(status), attempt=2) is None  # then it is fatal
+    await s.step()  # the next request may try once more
+    add_rounds(s.record, 50, 12)
+    assert isinstance(await failed(s, client_error(status)), RetryAction)
+
+
+async def test_an_unknown_client_error_far_from_the_window_stays_fatal() -> None:
+    """Below 90 % of the window an unrecognized 400 is not compaction's business."""
+    s = session(FakeSummarizer(), rounds=6, keep_last_messages=2)
+    assert s.hooks.pressure() < 0.9 * s.hooks.policy.max_context_tokens
+    assert await failed(s, client_error(400)) is None
+    assert kinds(s.record) == []
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        client_error(401),
+        client_error(404),
+        client_error(400, retryable=True),
+        ProviderError("no status", status_code=None),
+        ValueError("not a provider error"),
+    ],
+)
+async def test_other_errors_near_the_window_are_not_probable_overflows(
+    error: BaseException,
+) -> None:
+    """Only a fatal 400/413/422 qualifies; auth, not-found and retryable errors pass through."""
+    s = session(FakeSummarizer(), rounds=11, keep_last_messages=2)
+    assert await failed(s, error) is None
+    assert kinds(s.record) == []
+
+
+async def test_a_probable_overflow_spends_the_turns_overflow_budget() -> None:
+    """Probable overflows share the R13 per-turn budget; once spent, the error is fatal."""
+    s = session(FakeSummarizer(), rounds=11, keep_last_messages=2)
+    assert isinstance(await s.overflow(), RetryAction)
+    add_rounds(s.record, 50, 12)
+    assert isinstance(await s.overflow(), RetryAction)
+    add_rounds(s.record, 80, 12)
+    await s.step()
+    assert await failed(s, client_error(400)) is None
+
+
+async def test_a_probable_overflow_with_nothing_to_compact_stays_fatal() -> None:
+    """When compaction writes nothing, the original error goes through unchanged."""
+    record = MemoryRecord()
+    start(record)
+    record.append_message(Message.user(body(9_500)))
+    s = Session(CompactionHooks(record, policy(keep_last_messages=2)))
+    assert s.hooks.pressure() >= 9_000
+    assert await failed(s, client_error(400)) is None
+    assert kinds(s.record) == []
+
+
+async def test_r13_the_overflow_retry_reports_its_compaction() -> None:
+    """The `RetryAction` carries the overflow compaction's outcome (issue 14 item 10)."""
+    s = session(FakeSummarizer(), rounds=6, keep_last_messages=2)
+    action = await s.overflow()
+    assert isinstance(action, RetryAction)
+    (outcome,) = action.compactions
+    assert outcome == s.hooks.last_outcome
+    assert outcome.trigger == "overflow" and outcome.written

@@ -26,6 +26,7 @@ EXAMPLES: list[CompactionError] = [
     ProviderError("rate limited", provider="openai", status_code=429),
     ContextOverflowError("prompt is too long", provider="anthropic", status_code=400),
     OverflowRetriesExhaustedError(2, "prompt is too long"),
+    ConfigError("OPENAI_API_KEY", None, "an API key", message="no OpenAI API key: set it"),
     RecallError("no entry with seq 9"),
 ]
 
@@ -52,6 +53,7 @@ def test_messages_name_what_was_wrong_and_where() -> None:
     assert str(EXAMPLES[7]) == (
         "context overflow persisted after 2 compaction retries: prompt is too long"
     )
+    assert str(EXAMPLES[8]) == "no OpenAI API key: set it"  # a sentence replaces the form
 
 
 def test_the_tree_matches_the_docstring() -> None:

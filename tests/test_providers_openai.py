@@ -296,6 +296,50 @@ async def test_stream_equals_complete(content: str | None, calls: list[Any]) -> 
     assert events[-1].completion == whole
 
 
+# DeepSeek's usage, as its context-caching guide documents the fields (api-docs.deepseek.com
+# guides/kv_cache; docs.stigg.io/documentation/ai-agents/providers/deepseek restates that
+# DeepSeek reports cache use in these fields rather than `cached_tokens`).
+DEEPSEEK_USAGE = {
+    "prompt_tokens": 1100,
+    "completion_tokens": 20,
+    "total_tokens": 1120,
+    "prompt_cache_hit_tokens": 1024,
+    "prompt_cache_miss_tokens": 76,
+}
+
+
+async def test_deepseek_cache_hits_are_read_as_cached_tokens() -> None:
+    """DeepSeek's `prompt_cache_hit_tokens` is the cached count (whole and streamed)."""
+    body = {**completion_body("ok", []), "usage": DEEPSEEK_USAGE}
+    server = Server(
+        httpx2.Response(200, json=body),
+        sse(*stream_chunks("ok", [], usage=False), chunk([], DEEPSEEK_USAGE)),
+    )
+    async with provider(server) as p:
+        whole = await p.complete(REQUEST)
+        events = await collect(p, REQUEST)
+    expected = Usage(prompt_tokens=1100, completion_tokens=20, cached_tokens=1024)
+    assert whole.usage == expected
+    assert events[-1].completion.usage == expected
+
+
+async def test_cached_tokens_details_win_over_deepseeks_field() -> None:
+    """When both are present, `prompt_tokens_details.cached_tokens` is read (OpenAI's own)."""
+    usage = {**DEEPSEEK_USAGE, "prompt_tokens_details": {"cached_tokens": 512}}
+    server = Server(httpx2.Response(200, json={**completion_body("ok", []), "usage": usage}))
+    async with provider(server) as p:
+        assert (await p.complete(REQUEST)).usage.cached_tokens == 512
+
+
+async def test_a_bad_deepseek_cache_count_is_a_malformed_reply() -> None:
+    """A negative `prompt_cache_hit_tokens` is named in the malformed-reply error."""
+    usage = {**DEEPSEEK_USAGE, "prompt_cache_hit_tokens": -3}
+    server = Server(httpx2.Response(200, json={**completion_body("ok", []), "usage": usage}))
+    async with provider(server) as p:
+        with pytest.raises(ProviderError, match=r"usage\.prompt_cache_hit_tokens"):
+            await p.complete(REQUEST)
+
+
 async def test_stream_without_usage_reports_zero_usage() -> None:
     """A server that sends no usage in the stream (older llama.cpp) still completes."""
     server = Server(sse(*stream_chunks("Hi", [], usage=False)))
@@ -381,7 +425,7 @@ VLLM_OVERFLOW = {
     "param": None,
     "code": 400,
 }
-VLLM_MAX_TOKENS_OVERFLOW = {
+VLLM_MAX_TOKENS_TOO_LARGE = {
     "error": {
         "message": "'max_tokens' or 'max_completion_tokens' is too large: 8192. This model's "
         "maximum context length is 8192 tokens and your request has 1210 input tokens "
@@ -393,6 +437,19 @@ VLLM_MAX_TOKENS_OVERFLOW = {
 }
 
 
+VLLM_V1_OVERFLOW = {
+    "error": {
+        "message": "The decoder prompt (length 12324) is longer than the maximum model length "
+        "of 8192.",
+        "type": "BadRequestError",
+        "param": None,
+        "code": 400,
+    }
+}
+TGI_OVERFLOW = {
+    "error": "Input validation error: `inputs` must have less than 4096 tokens. Given: 4545",
+    "error_type": "validation",
+}
 INVALID = "invalid_request_error"
 
 
@@ -407,9 +464,10 @@ def api_error(message: str, kind: str, code: str | None) -> dict[str, Any]:
         (400, LLAMA_CPP_OVERFLOW),
         (500, LLAMA_CPP_OLD_OVERFLOW),
         (400, VLLM_OVERFLOW),
-        (400, VLLM_MAX_TOKENS_OVERFLOW),
+        (400, VLLM_V1_OVERFLOW),
+        (422, TGI_OVERFLOW),
     ],
-    ids=["openai", "llama.cpp", "llama.cpp-500", "vllm", "vllm-max-tokens"],
+    ids=["openai", "llama.cpp", "llama.cpp-500", "vllm", "vllm-v1", "tgi"],
 )
 async def test_overflow_raises_context_overflow_error(status: int, body: dict[str, Any]) -> None:
     """R13: each server's "too long" reply raises `ContextOverflowError` with its message."""
@@ -421,8 +479,38 @@ async def test_overflow_raises_context_overflow_error(status: int, body: dict[st
             await collect(p, REQUEST)
     assert caught.value.status_code == status
     assert caught.value.provider == "openai"
-    assert "context" in caught.value.message
-    assert "Error code" not in caught.value.message  # the body's message, not the SDK's wrapper
+    error = body.get("error", body)
+    assert caught.value.message == (error["message"] if isinstance(error, dict) else error)
+
+
+async def test_vllm_max_tokens_too_large_is_fatal_not_an_overflow() -> None:
+    """A vLLM "max_tokens is too large" 400 is a fatal `ProviderError` (issue 14 item 9)."""
+    server = Server(httpx2.Response(400, json=VLLM_MAX_TOKENS_TOO_LARGE))
+    async with provider(server) as p:
+        with pytest.raises(ProviderError) as caught:
+            await p.complete(REQUEST)
+    assert type(caught.value) is ProviderError
+    assert (caught.value.status_code, caught.value.retryable) == (400, False)
+
+
+async def test_a_proxy_413_page_is_an_overflow() -> None:
+    """A reverse proxy's HTML 413 (the request body is too large) raises `ContextOverflowError`."""
+    page = "<html><head><title>413 Request Entity Too Large</title></head></html>"
+    server = Server(httpx2.Response(413, text=page, headers={"content-type": "text/html"}))
+    async with provider(server) as p:
+        with pytest.raises(ContextOverflowError) as caught:
+            await p.complete(REQUEST)
+    assert caught.value.status_code == 413
+
+
+async def test_the_error_type_is_read_when_the_code_is_a_number() -> None:
+    """llama.cpp's `type` (its `code` is the HTTP status as a number) is classified too."""
+    body = {"error": {"code": 400, "message": "ctx full", "type": "exceed_context_size_error"}}
+    server = Server(httpx2.Response(400, json=body))
+    async with provider(server) as p:
+        with pytest.raises(ContextOverflowError) as caught:
+            await p.complete(REQUEST)
+    assert caught.value.message == "ctx full"
 
 
 @pytest.mark.parametrize(
@@ -590,6 +678,37 @@ async def test_provider_protocol_and_owned_client(monkeypatch: pytest.MonkeyPatc
         client = openai.AsyncOpenAI(api_key="k", http_client=http)
         await OpenAIProvider(MODEL, client=client).aclose()
         assert not client.is_closed()
+
+
+def test_without_a_key_the_error_names_openai_api_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No key and no `base_url`: a `ConfigError` that tells a new user what to set."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    with pytest.raises(ConfigError) as caught:
+        OpenAIProvider(MODEL)
+    assert caught.value.key == "OPENAI_API_KEY"
+    text = str(caught.value)
+    assert "is not allowed" not in text
+    assert "set the OPENAI_API_KEY environment variable" in text
+    assert "api_key=" in text and "base_url=" in text
+    monkeypatch.setenv("OPENAI_API_KEY", "")  # an empty variable is no key either
+    with pytest.raises(ConfigError):
+        OpenAIProvider(MODEL)
+
+
+async def test_a_key_from_the_environment_or_a_base_url_is_enough(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`OPENAI_API_KEY`, or a local server's URL (argument or `OPENAI_BASE_URL`), suffices."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-env")
+    p = OpenAIProvider(MODEL)
+    assert p._client.api_key == "sk-env"
+    await p.aclose()
+    monkeypatch.delenv("OPENAI_API_KEY")
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:8080/v1")
+    p = OpenAIProvider(MODEL)
+    assert str(p._client.base_url).startswith("http://127.0.0.1:8080")
+    await p.aclose()
 
 
 async def test_client_and_base_url_are_exclusive() -> None:

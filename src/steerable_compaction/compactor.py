@@ -10,17 +10,23 @@ while True:
 ```
 
 Pass back the list `prepare` returned with the new messages appended; the compactor appends
-those to its record, compacts when a path calls for it and returns what to send. Once it has
-compacted, add `history_tool_schemas("openai")` (or `"anthropic"`) to your request's tools and
-answer those calls with `run_history_tool(name, arguments)`: the model reads back what
-compaction took out of its context. The record (a
-`MemoryRecord` unless you give one) keeps every original message.
+those to its record, compacts when a path calls for it and returns what to send. The record (a
+`MemoryRecord` unless you give one) keeps every original message. A new user message starts a
+user turn, which renews the overflow retry budget (R13); `new_turn()` marks one explicitly.
+Once it has compacted, add `history_tool_schemas("openai")` (or `"anthropic"`) to your
+request's tools and answer those calls with `run_history_tool(name, arguments)`: the model
+reads back what compaction took out of its context.
+
+R6: `STEERABLE_SIDECAR_SUMMARIZER=0` (or `false`/`off`/`no`) in the environment turns the LLM
+summarizer off, here and in `load_harness`; the older name `STEERABLE_SUMMARIZER` still works
+when the new one is not set.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
+import os
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import Any, Literal, TypeVar
 
@@ -34,11 +40,25 @@ from .recall import anthropic_tool_schemas, execute_history_tool, openai_tool_sc
 from .record import CompactionBoundary, MemoryRecord, Record
 from .tokens import TokenMeter
 
-__all__ = ["Compactor"]
+__all__ = ["LEGACY_SUMMARIZER_ENV", "SUMMARIZER_ENV", "Compactor", "summarizer_switched_off"]
+
+SUMMARIZER_ENV = "STEERABLE_SIDECAR_SUMMARIZER"
+"""The R6 switch: `0`, `false`, `off` or `no` turns the LLM summarizer off."""
+LEGACY_SUMMARIZER_ENV = "STEERABLE_SUMMARIZER"
+"""The switch's first name, read when `SUMMARIZER_ENV` is not set."""
+_OFF = frozenset({"0", "false", "off", "no"})
 
 _T = TypeVar("_T")
 
 AnySummarizer = Callable[[SummaryRequest], Awaitable[str]] | Callable[[SummaryRequest], str]
+
+
+def summarizer_switched_off(env: Mapping[str, str]) -> bool:
+    """Whether `env` turns the LLM summarizer off (R6); the new name wins over the old one."""
+    value = env.get(SUMMARIZER_ENV)
+    if value is None:
+        value = env.get(LEGACY_SUMMARIZER_ENV, "")
+    return value.strip().lower() in _OFF
 
 
 def _as_async(summarizer: AnySummarizer | None) -> Summarizer | None:
@@ -64,7 +84,8 @@ class Compactor:
 
     `summarizer` may be sync or async; it gets a `SummaryRequest` (send `request.messages` to
     your model, ideally the turn model itself, with no new cache breakpoint) and returns the
-    summary text. Without one, the deterministic excerpt summary is used.
+    summary text. Without one, or when `env` (default `os.environ`) switches it off (R6), the
+    deterministic excerpt summary is used.
     """
 
     def __init__(
@@ -77,7 +98,10 @@ class Compactor:
         meter: TokenMeter | None = None,
         replay_images: bool = False,
         summarizer_timeout: float | None = 300.0,
+        env: Mapping[str, str] | None = None,
     ) -> None:
+        if summarizer_switched_off(os.environ if env is None else env):
+            policy = policy.replace(summarizer_enabled=False)
         self.record = record if record is not None else MemoryRecord()
         self.hooks = CompactionHooks(
             self.record,
@@ -94,6 +118,7 @@ class Compactor:
         self._turn = 0
         self._compacted = False
         self._scanned = 0
+        self._turn_marked = False  # `new_turn()` was called since the last prepare
 
     @property
     def policy(self) -> CompactionPolicy:
@@ -128,8 +153,12 @@ class Compactor:
         )
 
     def new_turn(self) -> None:
-        """Mark the start of a user turn (the overflow retry budget is per turn)."""
+        """Mark the start of a user turn (the overflow retry budget is per turn).
+
+        Optional: a user message among the messages `prepare` receives starts a turn too.
+        """
         self._turn += 1
+        self._turn_marked = True
 
     def request_compact(self) -> None:
         """Compact at the next `prepare`, whatever the pressure (R15)."""
@@ -171,10 +200,21 @@ class Compactor:
 
         `last_prompt_tokens` is the provider's `prompt_tokens` for the previous request.
         """
-        new = self._take_new(messages)
+        return await self.extend_async(self._take_new(messages), last_prompt_tokens)
+
+    async def extend_async(
+        self, new_messages: Sequence[Message], last_prompt_tokens: int | None = None
+    ) -> list[Message]:
+        """`prepare_async` for callers that hand over only the messages appended since.
+
+        Framework adapters use it: their history is their own, so they pass what is new.
+        """
+        if not self._turn_marked and any(m.role == "user" for m in new_messages):
+            self._turn += 1
+        self._turn_marked = False
         if last_prompt_tokens is not None and self._sent_count is not None:
             self.hooks.observe(last_prompt_tokens, self._sent_count)
-        for message in new:
+        for message in new_messages:
             self.record.append_message(message)
         self._round += 1
         await self.hooks.pre_step(
@@ -205,6 +245,12 @@ class Compactor:
             )
         )
         return self._hand_out()
+
+    def extend(
+        self, new_messages: Sequence[Message], last_prompt_tokens: int | None = None
+    ) -> list[Message]:
+        """`extend_async` for synchronous loops."""
+        return _run(self.extend_async(new_messages, last_prompt_tokens))
 
     def recover_overflow(self, error: ContextOverflowError) -> list[Message]:
         """`recover_overflow_async` for synchronous loops."""

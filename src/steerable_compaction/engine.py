@@ -39,7 +39,7 @@ from .compaction.state import (
     request_manual,
     take_overflow_retry,
 )
-from .errors import ContextOverflowError, OverflowRetriesExhaustedError
+from .errors import ContextOverflowError, OverflowRetriesExhaustedError, ProviderError
 from .hooks import (
     CompactionOutcome,
     PreStepAction,
@@ -65,6 +65,8 @@ from .tokens import TokenMeter, estimate_tokens
 from .writer import CompactionWriter
 
 __all__ = [
+    "PROBABLE_OVERFLOW_RATIO",
+    "PROBABLE_OVERFLOW_STATUS",
     "THRASHING_REASON",
     "CompactionHooks",
     "SummaryAttempt",
@@ -75,6 +77,10 @@ __all__ = [
 logger = logging.getLogger("steerable_compaction.engine")
 
 THRASHING_REASON = "compaction_thrashing"
+
+# A fatal 400/413/422 at >= 90 % of the window is a probable overflow in unknown words.
+PROBABLE_OVERFLOW_STATUS = frozenset({400, 413, 422})
+PROBABLE_OVERFLOW_RATIO = 0.9
 
 
 def newest_usage(record: Record, since: int) -> tuple[int, int] | None:
@@ -247,10 +253,11 @@ class CompactionHooks:
         """On context overflow: compact (forced) and retry (R13).
 
         At most `max_overflow_retries` per turn, then `OverflowRetriesExhaustedError`. Works
-        while the circuit is open.
+        while the circuit is open. An unrecognized 400/413/422 near the window is tried as a
+        probable overflow once per request (`_probable_overflow`).
         """
         if not isinstance(ctx.error, ContextOverflowError):
-            return None
+            return await self._probable_overflow(ctx)
         self.recover()
         self._state = at_step(self._state, round_=ctx.round, turn=ctx.turn)
         spent = take_overflow_retry(self._state, self.policy)
@@ -269,7 +276,44 @@ class CompactionHooks:
                 spent.overflow_retries,
                 f"{ctx.error} (and nothing is left to compact: {outcome.reason})",
             ) from ctx.error
-        return RetryAction(reason="compacted after a context overflow")
+        return RetryAction(reason="compacted after a context overflow", compactions=(outcome,))
+
+    async def _probable_overflow(self, ctx: RequestErrorContext) -> RetryAction | None:
+        """One forced compaction per request for a fatal 400/413/422 near the window.
+
+        Providers word overflows in ever new ways. This spends the R13 per-turn budget; if it
+        writes nothing or the budget is spent, the error stays fatal (`None`).
+        """
+        error = ctx.error
+        if not isinstance(error, ProviderError) or error.retryable:
+            return None
+        if error.status_code not in PROBABLE_OVERFLOW_STATUS:
+            return None
+        self.recover()
+        self._state = at_step(self._state, round_=ctx.round, turn=ctx.turn)
+        spent = take_overflow_retry(self._state, self.policy)
+        pressure = self.pressure()
+        if (
+            self._state.probable_tried == (ctx.turn, ctx.round)
+            or spent is None
+            or pressure < PROBABLE_OVERFLOW_RATIO * self.policy.max_context_tokens
+        ):
+            return None
+        self._state = replace(spent, probable_tried=(ctx.turn, ctx.round))
+        logger.warning("%s at %d tokens: compacting once as a probable overflow", error, pressure)
+        outcome = await self._compact("overflow", "aggressive", pressure)
+        self._state = after_forced(
+            self._state,
+            post_tokens=outcome.post_tokens if outcome.written else None,
+            manual=False,
+        )
+        if not outcome.written:
+            return None
+        why = f"probable overflow (HTTP {error.status_code} near the window); {outcome.reason}"
+        return RetryAction(
+            reason="compacted after a probable context overflow",
+            compactions=(replace(outcome, reason=why),),
+        )
 
     async def post_tool_result(self, ctx: ToolResultContext, /) -> ToolResult:
         """Compaction leaves tool results as they are."""

@@ -40,16 +40,21 @@ class CompactionError(Exception):
 
 
 class ConfigError(CompactionError):
-    """A policy or harness value is out of range or of the wrong type."""
+    """A policy or harness value is out of range or of the wrong type.
 
-    def __init__(self, key: str, value: object, allowed: str) -> None:
+    `message` replaces the standard text where a plain sentence helps more (a missing key).
+    """
+
+    def __init__(self, key: str, value: object, allowed: str, *, message: str = "") -> None:
         self.key = key
         self.value = value
         self.allowed = allowed
-        super().__init__(f"{key}={value!r} is not allowed: expected {allowed}")
+        self.message = message
+        super().__init__(message or f"{key}={value!r} is not allowed: expected {allowed}")
 
-    def __reduce__(self) -> tuple[type[ConfigError], tuple[str, object, str]]:
-        return (type(self), (self.key, self.value, self.allowed))
+    def __reduce__(self) -> tuple[object, ...]:
+        args = (self.key, self.value, self.allowed)
+        return (_rebuild, (type(self), args, {"message": self.message}))
 
 
 class MessageError(CompactionError):

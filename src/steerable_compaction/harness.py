@@ -4,8 +4,9 @@
 `default.harness.yaml` when `path` is `None`), validates every key with a `ConfigError` that
 names it, resolves the compaction policy once from the model and window (an explicit
 `max_context_tokens` wins, else the model catalogue, R5), and builds the hook chain in the
-file's `context` order with retry last. `STEERABLE_SUMMARIZER=0` in the environment turns the
-LLM summarizer off, so compaction falls back to the deterministic excerpt (R6).
+file's `context` order with retry last. `STEERABLE_SIDECAR_SUMMARIZER=0` in the environment
+turns the LLM summarizer off, so compaction falls back to the deterministic excerpt (R6); the
+older name `STEERABLE_SUMMARIZER` is still read when the new one is not set.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 
 import yaml
 
+from .compactor import SUMMARIZER_ENV, summarizer_switched_off
 from .engine import CompactionHooks
 from .errors import ConfigError
 from .hooks import Hooks
@@ -31,7 +33,6 @@ from .spill import SpillHooks
 
 __all__ = ["SUMMARIZER_ENV", "Harness", "default_harness_text", "load_harness", "read_harness"]
 
-SUMMARIZER_ENV = "STEERABLE_SUMMARIZER"
 _DEFAULT_SPILL_DIR = ".steerable/spill"  # relative to the working directory
 _CONTEXT_HOOKS = ("pressure_compaction", "spill")
 _SECTIONS: dict[str, dict[str, tuple[type | tuple[type, ...], bool]]] = {
@@ -158,10 +159,6 @@ def _kind(types: type | tuple[type, ...], nullable: bool) -> str:
     return " or ".join(names + (["null"] if nullable else []))
 
 
-def _summarizer_off(env: Mapping[str, str]) -> bool:
-    return env.get(SUMMARIZER_ENV, "").strip().lower() in {"0", "false", "off", "no"}
-
-
 def load_harness(
     path: str | os.PathLike[str] | None = None,
     *,
@@ -181,7 +178,7 @@ def load_harness(
     config = _validate(_read(path))
     environ = os.environ if env is None else env
     overrides = dict(config["compaction"])
-    if _summarizer_off(environ):
+    if summarizer_switched_off(environ):
         overrides["summarizer_enabled"] = False
     policy = resolve_compaction_policy(model, max_context_tokens, **overrides)
     loop_cfg = config["loop"]

@@ -92,10 +92,11 @@ class PreStepAction:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RetryAction:
-    """Retry the failed request after `delay_s` seconds."""
+    """Retry the failed request after `delay_s` seconds; what was compacted to make it fit."""
 
     delay_s: float = 0.0
     reason: str = ""
+    compactions: tuple[CompactionOutcome, ...] = ()
 
 
 class Hooks(Protocol):

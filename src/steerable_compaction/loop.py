@@ -147,13 +147,17 @@ class CoreLoop:
         )
         return request, len(projected)
 
-    async def _complete(self) -> tuple[Completion, int]:
-        """One request, retried as the error hooks say; returns the reply and retries used."""
+    async def _complete(self) -> tuple[Completion, int, tuple[CompactionOutcome, ...]]:
+        """One request, retried as the error hooks say.
+
+        Returns the reply, the retries used and what the error hooks compacted on the way.
+        """
         attempt = 0
+        compacted: list[CompactionOutcome] = []
         while True:
             request, _ = self._request()
             try:
-                return await self.provider.complete(request), attempt
+                return await self.provider.complete(request), attempt, tuple(compacted)
             except ProviderError as error:
                 attempt += 1
                 action = await self.hooks.on_request_error(
@@ -167,6 +171,7 @@ class CoreLoop:
                 )
                 if action is None:
                     raise
+                compacted.extend(action.compactions)
                 logger.info("retrying request (attempt %d): %s", attempt + 1, action.reason)
                 if action.delay_s > 0:
                     await asyncio.sleep(action.delay_s)
@@ -190,7 +195,8 @@ class CoreLoop:
                 )
             )
             compactions.extend(action.compactions)
-            completion, attempts = await self._complete()
+            completion, attempts, compacted = await self._complete()
+            compactions.extend(compacted)  # overflow compactions count like any other
             retries += attempts
             reply = completion.message
             if reply.role != "assistant":

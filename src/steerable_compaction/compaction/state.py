@@ -105,7 +105,9 @@ class EngineState:
 
     `manual_requested` is a compaction the host asked for (R15), run at the next `pre_step`;
     `summarizer_failed` says the last summarizer call failed, so planning puts a fold first until
-    only a summary will do; `healthy_rounds` counts rounds in a row below the threshold.
+    only a summary will do; `healthy_rounds` counts rounds in a row below the threshold;
+    `probable_tried` is the (turn, round) whose unrecognized error was last tried as a probable
+    overflow (once per request).
     """
 
     round: int = 0
@@ -120,6 +122,7 @@ class EngineState:
     circuit: CircuitReason | None = None
     manual_requested: bool = False
     summarizer_failed: bool = False
+    probable_tried: tuple[int, int] | None = None
 
     @property
     def circuit_open(self) -> bool:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .base import (
+    NOT_OVERFLOW_PATTERNS,
     OVERFLOW_PATTERNS,
     Completion,
     CompletionRequest,
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     from .openai import OpenAIProvider
 
 __all__ = [
+    "NOT_OVERFLOW_PATTERNS",
     "OVERFLOW_PATTERNS",
     "AnthropicProvider",
     "Completion",

@@ -31,7 +31,7 @@ compact JSON text, as `from_anthropic` spells it); thinking and server-tool bloc
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,15 +43,13 @@ from ..wire import AnthropicSystem, from_anthropic, to_anthropic
 from .base import (
     Completion,
     CompletionRequest,
-    StreamDone,
-    StreamEvent,
-    TextDelta,
     ToolSpec,
     malformed_reply,
     provider_error,
     reply_count,
     str_or_none,
 )
+from .sdk import SdkProvider, missing_key, resolve_key
 
 __all__ = ["AnthropicProvider"]
 
@@ -59,12 +57,26 @@ _EPHEMERAL: dict[str, str] = {"type": "ephemeral"}
 _CACHEABLE = frozenset({"text", "image", "tool_use", "tool_result", "document"})
 
 
-class AnthropicProvider:
+class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic, anthropic.APIError]):
     """A `Provider` on `anthropic.AsyncAnthropic` Messages.
 
-    Pass a ready `client`, or `api_key` / `base_url` to build one. `max_output_tokens` is the
+    Pass a ready `client`, or `api_key` / `base_url` to build one (the key defaults to
+    `ANTHROPIC_API_KEY`, or a bearer `ANTHROPIC_AUTH_TOKEN`). `max_output_tokens` is the
     `max_tokens` sent when a request sets none (the API requires one).
+
+    `complete` and `stream` raise `ContextOverflowError` for a prompt longer than the model's
+    context and `ProviderError` for any other failure (`retryable` for 429, 5xx, 529 overloaded,
+    transport errors and an `error` event inside a stream) or a malformed reply. The SDK
+    refuses a non-streaming request whose `max_tokens` could take over ten minutes (above ~21k
+    tokens) with a `ValueError`; use `stream` for those.
+
+    Raises:
+        ConfigError: no key anywhere (it names `ANTHROPIC_API_KEY`), a client together with
+            `base_url`/`api_key`, or a `max_output_tokens` that is not a positive integer.
     """
+
+    _sdk_error = anthropic.APIError
+    _sdk_model = anthropic.BaseModel
 
     def __init__(
         self,
@@ -76,75 +88,29 @@ class AnthropicProvider:
         max_output_tokens: int = 4096,
         name: str = "anthropic",
     ) -> None:
-        if client is not None and (base_url is not None or api_key is not None):
-            raise ConfigError("client", client, "no base_url or api_key alongside a client")
+        self.check_client(client, base_url, api_key)
         if isinstance(max_output_tokens, bool) or not (
             isinstance(max_output_tokens, int) and max_output_tokens > 0
         ):
             raise ConfigError("max_output_tokens", max_output_tokens, "a positive integer")
-        self._owns_client = client is None
+        owns = client is None
         if client is None:
-            client = anthropic.AsyncAnthropic(api_key=api_key, base_url=base_url)
-        self._client = client
-        self.model = model
+            if resolve_key(api_key, ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")) is None:
+                raise missing_key("ANTHROPIC_API_KEY", "Anthropic", "AnthropicProvider")
+            client = anthropic.AsyncAnthropic(api_key=api_key or None, base_url=base_url)
+        super().__init__(model, client=client, owns_client=owns, name=name)
         self.max_output_tokens = max_output_tokens
-        self._name = name
 
-    @property
-    def name(self) -> str:
-        """The name used in errors (`anthropic` unless given)."""
-        return self._name
+    async def _create(self, params: dict[str, Any]) -> Any:
+        return await self._client.messages.create(**params)
 
-    async def aclose(self) -> None:
-        """Close the SDK client if this provider built it (a passed `client` stays open)."""
-        if self._owns_client:
-            await self._client.close()
+    def _completion(self, data: Mapping[str, Any]) -> Completion:
+        return _completion(data, self.name)
 
-    async def complete(self, request: CompletionRequest) -> Completion:
-        """Send `request` and return the whole reply.
+    def _stream_state(self) -> _StreamState:
+        return _StreamState()
 
-        The SDK refuses a non-streaming request whose `max_tokens` could take over ten minutes
-        (above ~21k tokens) with a `ValueError`; use `stream` for those.
-
-        Raises:
-            ContextOverflowError: the prompt is longer than the model's context.
-            ProviderError: any other failure (`retryable` for 429, 5xx, 529 overloaded and
-                transport errors), or a malformed reply.
-        """
-        try:
-            reply = await self._client.messages.create(**self._params(request))
-        except anthropic.APIError as exc:
-            raise self._error(exc) from exc
-        except json.JSONDecodeError as exc:
-            raise malformed_reply(self.name, f"the body is not JSON ({exc})") from exc
-        return _completion(_as_dict(reply, self.name), self.name)
-
-    async def stream(self, request: CompletionRequest) -> AsyncIterator[StreamEvent]:
-        """Send `request` with `stream=True`; yield `TextDelta`s, then one `StreamDone`.
-
-        Raises:
-            ContextOverflowError: the prompt is longer than the model's context.
-            ProviderError: as for `complete`; an `error` event inside the stream (e.g.
-                `overloaded_error`) is classified like a dropped connection: retryable.
-        """
-        params = self._params(request)
-        params["stream"] = True
-        state = _StreamState()
-        try:
-            events = await self._client.messages.create(**params)
-            try:
-                async for event in events:
-                    for piece in state.add(_as_dict(event, self.name), self.name):
-                        yield TextDelta(piece)
-            finally:
-                await events.close()
-        except anthropic.APIError as exc:
-            raise self._error(exc) from exc
-        except json.JSONDecodeError as exc:
-            raise malformed_reply(self.name, f"a stream event is not JSON ({exc})") from exc
-        yield StreamDone(state.completion(self.name))
-
-    def _params(self, request: CompletionRequest) -> dict[str, Any]:
+    def _params(self, request: CompletionRequest, *, stream: bool) -> dict[str, Any]:
         system, messages = to_anthropic(request.messages, lossy=True)
         tools = [_tool(spec) for spec in request.tools]
         system, messages, tools = _cache_breakpoints(
@@ -161,6 +127,8 @@ class AnthropicProvider:
             params["tools"] = tools
         if request.temperature is not None:  # newer SDKs have no `temperature` keyword
             params["extra_body"] = {"temperature": request.temperature}
+        if stream:
+            params["stream"] = True
         return params
 
     def _error(self, exc: anthropic.APIError) -> ProviderError:
@@ -246,15 +214,6 @@ def _marked(block: Mapping[str, Any]) -> dict[str, Any]:
 
 
 # -- replies -------------------------------------------------------------------------------------
-
-
-def _as_dict(value: object, provider: str) -> Mapping[str, Any]:
-    """The reply as the server sent it (the SDK builds its models without validating)."""
-    if isinstance(value, anthropic.BaseModel):
-        value = value.to_dict(warnings=False)
-    if not isinstance(value, Mapping):
-        raise malformed_reply(provider, f"expected a JSON object, got {type(value).__name__}")
-    return value
 
 
 def _completion(data: Mapping[str, Any], provider: str) -> Completion:

@@ -21,6 +21,7 @@ from ..messages import Message
 from ..record import Usage
 
 __all__ = [
+    "NOT_OVERFLOW_PATTERNS",
     "OVERFLOW_PATTERNS",
     "Completion",
     "CompletionRequest",
@@ -113,15 +114,38 @@ ErrorClass: TypeAlias = Literal["overflow", "retryable", "fatal"]
 
 OVERFLOW_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("openai code", re.compile(r"context_length_exceeded")),
-    ("openai message", re.compile(r"maximum context length is \d+ tokens", re.I)),
+    ("openai message", re.compile(r"maximum context length", re.I)),
+    ("openai input limit", re.compile(r"input tokens exceed the configured limit", re.I)),
+    ("openai context window", re.compile(r"exceeds the context window", re.I)),
     ("anthropic", re.compile(r"prompt is too long", re.I)),
     ("anthropic input", re.compile(r"input length and `max_tokens` exceed context limit", re.I)),
-    ("llama.cpp", re.compile(r"exceeds the available context size", re.I)),
+    ("anthropic 413", re.compile(r"request_too_large")),
+    (
+        "llama.cpp",
+        re.compile(r"exceed_context_size_error|exceeds? the available context size", re.I),
+    ),
     ("llama-cpp-python", re.compile(r"exceed context window of \d+", re.I)),
-    ("vllm", re.compile(r"maximum context length", re.I)),
+    ("vllm", re.compile(r"longer than the maximum model length", re.I)),
+    ("vllm scheduler", re.compile(r"input prompt \(\d+ tokens\) is too long", re.I)),
+    ("ollama", re.compile(r"input length exceeds the context length", re.I)),
+    ("tgi", re.compile(r"`inputs` (?:tokens \+ `max_new_tokens` must be <=|must have less than)")),
+    ("gemini", re.compile(r"input token count \(\d+\) exceeds the maximum number of tokens", re.I)),
+    ("bedrock", re.compile(r"input is too long for requested model", re.I)),
+    ("xai", re.compile(r"maximum prompt length is \d+", re.I)),
+    ("http 413", re.compile(r"(?:request entity|payload|content) too large", re.I)),
     ("generic", re.compile(r"context (?:window|length) (?:exceeded|is exceeded)", re.I)),
 )
-"""Which provider error texts (code or message) mean "the request is too long"."""
+"""Which provider error texts (code, type or message) mean "the request is too long"."""
+
+NOT_OVERFLOW_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    # vLLM refuses an output cap that cannot fit beside the prompt; its text also names the
+    # context length, but the prompt itself fits: compacting it is not what was asked.
+    (
+        "vllm max_tokens",
+        re.compile(r"max_(?:completion_)?tokens'?(?: or '?max_completion_tokens'?)? is too large"),
+    ),
+)
+"""Texts that read like an overflow but are not one; they win over `OVERFLOW_PATTERNS`."""
 
 _RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
 
@@ -131,11 +155,14 @@ def classify_error(
 ) -> ErrorClass:
     """Classify a provider failure from its HTTP status, error code and message.
 
-    Context overflow wins over the status (providers report it as 400 or 413); then 408/409/
-    425/429/5xx/529 and transport failures (`status_code=None`) are retryable; the rest fatal.
+    Context overflow wins over the status (providers report it as 400, 413, 422 or even 500),
+    unless a `NOT_OVERFLOW_PATTERNS` text says otherwise; then 408/409/425/429/5xx/529 and
+    transport failures (`status_code=None`) are retryable; the rest fatal.
     """
     text = f"{code or ''} {message}"
-    if any(pattern.search(text) for _, pattern in OVERFLOW_PATTERNS):
+    if not any(p.search(text) for _, p in NOT_OVERFLOW_PATTERNS) and any(
+        p.search(text) for _, p in OVERFLOW_PATTERNS
+    ):
         return "overflow"
     if status_code is None or status_code in _RETRYABLE_STATUS or status_code >= 500:
         return "retryable"

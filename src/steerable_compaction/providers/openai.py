@@ -13,14 +13,15 @@ It speaks to OpenAI and to OpenAI-compatible servers (llama.cpp `llama-server`, 
 - the reply becomes one assistant `Message`: its text (dropped when empty and the reply calls
   tools) and its tool calls, each `arguments` string kept byte for byte. Reasoning fields
   (`reasoning_content`) and refusals are not kept;
-- usage: `prompt_tokens`, `completion_tokens` and `prompt_tokens_details.cached_tokens`.
+- usage: `prompt_tokens`, `completion_tokens` and `prompt_tokens_details.cached_tokens`, or
+  DeepSeek's `prompt_cache_hit_tokens` when the details are absent (its `prompt_tokens` already
+  counts hits and misses).
 """
 
 from __future__ import annotations
 
-import json
 import os
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -33,27 +34,40 @@ from ..wire import from_openai, to_openai
 from .base import (
     Completion,
     CompletionRequest,
-    StreamDone,
-    StreamEvent,
-    TextDelta,
     malformed_reply,
     provider_error,
     reply_count,
     str_or_none,
 )
+from .sdk import SdkProvider, missing_key, resolve_key
 
 __all__ = ["OpenAIProvider"]
 
 _NO_KEY = "unused"  # llama.cpp and vLLM accept any key unless started with one
 
 
-class OpenAIProvider:
+class OpenAIProvider(SdkProvider[openai.AsyncOpenAI, openai.APIError]):
     """A `Provider` on `openai.AsyncOpenAI` Chat Completions.
 
-    Pass a ready `client`, or `base_url` / `api_key` to build one (with `base_url` and no key
-    anywhere, a placeholder key is sent, as local servers want none). `extra_body` is merged
-    into every request body (e.g. llama.cpp's `{"cache_prompt": True}`).
+    Pass a ready `client`, or `base_url` / `api_key` to build one (the key defaults to
+    `OPENAI_API_KEY`; with `base_url` and no key anywhere, a placeholder key is sent, as local
+    servers want none). `extra_body` is merged into every request body (e.g. llama.cpp's
+    `{"cache_prompt": True}`).
+
+    `complete` and `stream` raise `ContextOverflowError` for a request longer than the
+    model's context and `ProviderError` for any other failure (`retryable` for 429, 5xx and
+    transport errors, and for an error event inside a stream unless it reports an overflow) or
+    a malformed reply. A stream's usage comes from its final chunk
+    (`stream_options.include_usage`); a server that sends none (older llama.cpp) yields a
+    `StreamDone` whose usage is all zeros.
+
+    Raises:
+        ConfigError: no key for OpenAI itself (it names `OPENAI_API_KEY`), a client together
+            with `base_url`/`api_key`, or an unknown `max_tokens_field`.
     """
+
+    _sdk_error = openai.APIError
+    _sdk_model = openai.BaseModel
 
     def __init__(
         self,
@@ -66,79 +80,25 @@ class OpenAIProvider:
         extra_body: Mapping[str, Any] | None = None,
         max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens",
     ) -> None:
-        if client is not None and (base_url is not None or api_key is not None):
-            raise ConfigError("client", client, "no base_url or api_key alongside a client")
+        self.check_client(client, base_url, api_key)
         if max_tokens_field not in ("max_tokens", "max_completion_tokens"):
             allowed = "'max_tokens' or 'max_completion_tokens'"
             raise ConfigError("max_tokens_field", max_tokens_field, allowed)
-        self._owns_client = client is None
+        owns = client is None
         if client is None:
-            key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
-            if key is None and base_url is not None:
-                key = _NO_KEY
-            client = openai.AsyncOpenAI(api_key=key, base_url=base_url)
-        self.model = model
-        self._client = client
-        self._name = name
+            key = resolve_key(api_key, ("OPENAI_API_KEY",))
+            if key is None and base_url is None and not os.environ.get("OPENAI_BASE_URL"):
+                hint = "; for a local OpenAI-compatible server pass base_url=... instead"
+                raise missing_key("OPENAI_API_KEY", "OpenAI", "OpenAIProvider", hint)
+            client = openai.AsyncOpenAI(api_key=key or _NO_KEY, base_url=base_url)
+        super().__init__(model, client=client, owns_client=owns, name=name)
         self._extra_body = dict(extra_body or {})
         self._max_tokens_field = max_tokens_field
 
-    @property
-    def name(self) -> str:
-        """The name used in errors (`openai` unless given)."""
-        return self._name
+    async def _create(self, params: dict[str, Any]) -> Any:
+        return await self._client.chat.completions.create(**params)
 
-    async def aclose(self) -> None:
-        """Close the SDK client if this provider built it (a passed `client` stays open)."""
-        if self._owns_client:
-            await self._client.close()
-
-    async def complete(self, request: CompletionRequest) -> Completion:
-        """Send `request` and return the whole reply.
-
-        Raises:
-            ContextOverflowError: the request is longer than the model's context.
-            ProviderError: any other failure (`retryable` for 429, 5xx and transport errors),
-                or a malformed reply.
-        """
-        try:
-            reply = await self._client.chat.completions.create(**self._params(request))
-        except openai.APIError as exc:
-            raise self._error(exc) from exc
-        except json.JSONDecodeError as exc:
-            raise malformed_reply(self.name, f"the body is not JSON ({exc})") from exc
-        return _completion(_as_dict(reply, self.name), self.name)
-
-    async def stream(self, request: CompletionRequest) -> AsyncIterator[StreamEvent]:
-        """Send `request` with `stream=True`; yield `TextDelta`s, then one `StreamDone`.
-
-        Usage comes from the final chunk (`stream_options.include_usage`); a server that sends
-        none in the stream (older llama.cpp) yields a `StreamDone` whose usage is all zeros.
-
-        Raises:
-            ContextOverflowError: the request is longer than the model's context.
-            ProviderError: as for `complete`; an error event inside the stream is classified
-                like a dropped connection (retryable unless it reports an overflow).
-        """
-        params = self._params(request)
-        params["stream"] = True
-        params["stream_options"] = {"include_usage": True}
-        state = _StreamState()
-        try:
-            chunks = await self._client.chat.completions.create(**params)
-            try:
-                async for chunk in chunks:
-                    for piece in state.add(_as_dict(chunk, self.name), self.name):
-                        yield TextDelta(piece)
-            finally:
-                await chunks.close()
-        except openai.APIError as exc:
-            raise self._error(exc) from exc
-        except json.JSONDecodeError as exc:
-            raise malformed_reply(self.name, f"a stream event is not JSON ({exc})") from exc
-        yield StreamDone(state.completion(self.name))
-
-    def _params(self, request: CompletionRequest) -> dict[str, Any]:
+    def _params(self, request: CompletionRequest, *, stream: bool) -> dict[str, Any]:
         params: dict[str, Any] = {
             "model": self.model,
             "messages": to_openai(request.messages, lossy=True),
@@ -161,6 +121,9 @@ class OpenAIProvider:
             params["temperature"] = request.temperature
         if self._extra_body:
             params["extra_body"] = dict(self._extra_body)
+        if stream:
+            params["stream"] = True
+            params["stream_options"] = {"include_usage": True}
         return params
 
     def _error(self, exc: openai.APIError) -> ProviderError:
@@ -171,19 +134,20 @@ class OpenAIProvider:
         message = exc.message
         if isinstance(exc.body, Mapping) and isinstance(exc.body.get("message"), str):
             message = exc.body["message"]  # the SDK's own message repeats the whole body
-        return provider_error(self.name, status_code=status, code=exc.code, message=message)
+        elif isinstance(exc.body, str) and exc.body:
+            message = exc.body  # TGI's `{"error": "..."}`: the SDK keeps the string as the body
+        # llama.cpp and vLLM send the HTTP status as `code` and say what happened in `type`.
+        code = " ".join(c for c in (exc.code, exc.type) if isinstance(c, str) and c) or None
+        return provider_error(self.name, status_code=status, code=code, message=message)
+
+    def _completion(self, data: Mapping[str, Any]) -> Completion:
+        return _completion(data, self.name)
+
+    def _stream_state(self) -> _StreamState:
+        return _StreamState()
 
 
 # -- replies -------------------------------------------------------------------------------------
-
-
-def _as_dict(value: object, provider: str) -> Mapping[str, Any]:
-    """The reply as the server sent it (the SDK builds its models without validating)."""
-    if isinstance(value, openai.BaseModel):
-        value = value.to_dict(warnings=False)
-    if not isinstance(value, Mapping):
-        raise malformed_reply(provider, f"expected a JSON object, got {type(value).__name__}")
-    return value
 
 
 def _completion(data: Mapping[str, Any], provider: str) -> Completion:
@@ -221,12 +185,15 @@ def _usage(value: Any, provider: str) -> Usage:
         return Usage(prompt_tokens=0)
     details = value.get("prompt_tokens_details")
     cached = details.get("cached_tokens") if isinstance(details, Mapping) else None
+    where = "usage.prompt_tokens_details.cached_tokens"
+    if cached is None and "prompt_cache_hit_tokens" in value:
+        cached, where = value["prompt_cache_hit_tokens"], "usage.prompt_cache_hit_tokens"
     return Usage(
         prompt_tokens=reply_count(value.get("prompt_tokens"), "usage.prompt_tokens", provider),
         completion_tokens=reply_count(
             value.get("completion_tokens"), "usage.completion_tokens", provider
         ),
-        cached_tokens=reply_count(cached, "usage.prompt_tokens_details.cached_tokens", provider),
+        cached_tokens=reply_count(cached, where, provider),
     )
 
 
