@@ -362,13 +362,13 @@ def test_r7_pressure_is_observed_tokens_plus_new_message_estimate() -> None:
 def test_r7_pressure_costs_o_new_messages(monkeypatch: pytest.MonkeyPatch) -> None:
     """Each message is estimated once; after `observe` only messages appended since count."""
     calls: list[Message] = []
-    real = tokens._message_cost
+    real = tokens.estimate._message_cost
 
     def counting(message: Message, cal: tokens.Calibration) -> int:
         calls.append(message)
         return real(message, cal)
 
-    monkeypatch.setattr(tokens, "_message_cost", counting)
+    monkeypatch.setattr(tokens.meter, "_message_cost", counting)
     messages = transcript(500)
     meter = TokenMeter("gpt-4o")
     meter.observe(250_000, len(messages))
@@ -549,13 +549,13 @@ def test_r7_the_first_whole_estimate_anchors_later_calls_before_any_usage(
     messages = [Message.user(f"message {i}") for i in range(50)]
     first = meter.pressure(messages)
     calls: list[Message] = []
-    real = tokens_module._message_cost
+    real = tokens_module.estimate._message_cost
 
     def counting(message: Message, cal: tokens_module.Calibration) -> int:
         calls.append(message)
         return real(message, cal)
 
-    monkeypatch.setattr(tokens_module, "_message_cost", counting)
+    monkeypatch.setattr(tokens_module.meter, "_message_cost", counting)
     meter._cache.clear()
     extra = Message.user("one more")
     assert meter.pressure([*messages, extra]) == first + real(extra, meter._cal)
