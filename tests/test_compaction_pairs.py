@@ -25,13 +25,15 @@ NAMES = st.sampled_from(["read_file", "bash"])
 @st.composite
 def hostile_messages(draw: st.DrawFn) -> Message:
     """A message of any role; calls and results draw from a handful of ids."""
-    kind = draw(st.sampled_from(["user", "system", "text", "calls", "result", "result"]))
+    kind = draw(st.sampled_from(["user", "system", "text", "empty", "calls", "result", "result"]))
     if kind == "user":
         return Message.user(draw(st.sampled_from(["go", "more", "<compacted-summary>\nx"])))
     if kind == "system":
         return Message.system("s")
     if kind == "text":
         return Message.assistant("thinking")
+    if kind == "empty":
+        return Message(role="assistant", parts=())
     if kind == "calls":
         calls = draw(st.lists(st.builds(_call, IDS, NAMES), min_size=1, max_size=3, unique_by=_id))
         return Message.assistant(draw(st.sampled_from([None, "calling"])), calls)

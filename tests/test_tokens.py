@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import math
+import operator
 import re
 import subprocess
 import sys
@@ -25,6 +26,8 @@ from steerable_compaction.tokens import (
     image_tokens,
     model_family,
 )
+
+from .token_reference import reference_counts
 
 ZH = "我们今天下午在会议室讨论了新版本的发布计划。"  # 21 ideographs + ideographic full stop
 EN = "We discussed the release plan for the new version in the meeting room this afternoon."
@@ -202,6 +205,76 @@ def test_r8_count_text_matches_a_regex_reference(text: str) -> None:
     assert non_ascii == sum(1 for ch in text if ord(ch) > 0x7F)
     if "\n\n\n" not in text:  # longer newline runs are counted as more than one run
         assert c.newline_runs == len(re.findall(r"\n+", text))
+
+
+# Characters at every class edge: case, digits after a space or a tab, blank runs, newline
+# runs, U+0080 (whose second byte is 0x80), CJK punctuation (E3 80 xx) beside kana (E3 81-83),
+# two-byte runs, three- and four-byte characters and lone surrogates.
+_EDGES = "aZq09 \t\n\r._-\x80éПß→\u0800ア、。\u3000\uff0c你한🙂\ud800"
+edge_texts = st.one_of(
+    st.text(st.sampled_from(_EDGES), min_size=1, max_size=300),
+    st.text(st.characters(blacklist_categories=()), min_size=1, max_size=200),
+    st.builds(lambda k, s: s + "\n" * k + s, st.integers(1, 20), st.sampled_from(["", "x", " "])),
+)
+
+
+def as_tuple(counts: TextCounts) -> tuple[int, ...]:
+    return tuple(getattr(counts, name) for name in TextCounts.__slots__)
+
+
+@given(edge_texts)
+def test_r8_count_text_equals_the_reference_counting(text: str) -> None:
+    """The one-pass counting gives exactly the counts of the first, per-class implementation."""
+    assert as_tuple(count_text(text)) == reference_counts(text)
+
+
+@given(edge_texts)
+def test_r8_long_texts_are_counted_in_pieces_with_the_same_counts(text: str) -> None:
+    """Cut into pieces after newline runs, a long text keeps every count."""
+    import steerable_compaction.tokens.counting as counting
+
+    old = counting._PIECE
+    counting._PIECE = 8  # pieces of about 8 bytes, so most texts here are cut several times
+    try:
+        longer = text * 4
+        assert as_tuple(count_text(longer)) == reference_counts(longer)
+    finally:
+        counting._PIECE = old
+
+
+@pytest.mark.parametrize("model", [None, "gpt-4o", "claude-sonnet-4", "qwen2.5-72b"])
+@given(text=edge_texts)
+def test_r8_estimates_are_those_of_the_reference_counting(model: str | None, text: str) -> None:
+    """Same counts, same weights, same sum: every estimate is unchanged to the token."""
+    weights = tokens.counting.text_weights(calibration_for(model))
+    expected = math.ceil(sum(map(operator.mul, weights, reference_counts(text))))
+    assert estimate_tokens(text, model) == expected
+
+
+def test_r8_short_texts_are_remembered_with_the_same_price(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A short text is counted once per calibration, a long one every time; the memo is bounded."""
+    from steerable_compaction.tokens import counting
+
+    counted: list[str] = []
+    real = counting._counts
+
+    def spy(text: str) -> tuple[int, ...]:
+        counted.append(text)
+        return real(text)
+
+    monkeypatch.setattr(counting, "_counts", spy)
+    pricer = counting.TextPricer(calibration_for("gpt-4o"))
+    assert pricer.cost("read_file") == pricer.cost("read_file") == 2 * 1.029 + 0.1764 + 0.4312
+    long = "x" * (counting._MEMO_CHARS + 1)
+    pricer.cost(long)
+    pricer.cost(long)
+    assert counted == ["read_file", long, long]
+    for i in range(counting._MEMO_SIZE + 10):
+        pricer.cost(f"id_{i}")
+    assert len(pricer._memo) <= counting._MEMO_SIZE
+    assert pricer.cost("") == 0.0
 
 
 def test_r8_cjk_costs_more_per_char() -> None:

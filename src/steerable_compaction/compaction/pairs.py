@@ -97,8 +97,12 @@ class PairRepair:
 
     def extend(self, messages: Sequence[Message]) -> None:
         """Take in messages appended to the source, in order."""
+        # The newest turn's `no result` answers stay off the list while results may still
+        # come, so a call answered in the same batch never has one made for it.
+        self._drop_tail()
         for message in messages:
             self._append(message)
+        self._put_tail()
 
     # -- one message -------------------------------------------------------------------------
 
@@ -117,39 +121,41 @@ class PairRepair:
             return
         self._flush()
         self._out.append(message)
-        if message.role == "assistant":
-            calls = message.tool_calls
-            if calls:
-                self._issue(calls, index)
+        parts = message.parts
+        if message.role == "assistant" and parts and isinstance(parts[-1], ToolCall):
+            self._issue(message.tool_calls, index)  # calls come last in an assistant message
 
     def _answer(self, call_id: str, message: Message) -> None:
         """Put a result in place; the call it answers loses its `no result` message."""
         # An open call is either the newest turn's (pending, answered at the end) or older.
         position = self._open.pop(call_id, None)
-        if position is not None:
-            self._delete(position)
-        self._drop_tail()
         if position is None:
             self._pending.remove(call_id)
+        else:
+            self._delete(position)
         self._out.append(message)
-        self._put_tail()
 
     def _issue(self, calls: tuple[ToolCall, ...], index: int) -> None:
+        issued, first, pending = self._issued, self._first, self._pending
         for call in calls:
             call_id = call.id
-            if call_id not in self._issued:
-                self._first[call_id] = len(self._first)
-            self._issued[call_id] = index
+            if call_id in issued:
+                self._synthetic.pop(call_id, None)  # issued again: its name may have changed
+                if call_id in self._answered:
+                    issued[call_id] = index
+                    self._names[call_id] = call.name
+                    continue  # an id answered before stays answered (as the full repair has it)
+                position = self._open.pop(call_id, None)
+                if position is not None:
+                    self._delete(position)  # it is answered after this turn now
+            else:
+                first[call_id] = len(first)
+            issued[call_id] = index
             self._names[call_id] = call.name
-            self._synthetic.pop(call_id, None)  # its name may have changed
-            if call_id in self._answered:
-                continue  # an id answered before stays answered (as the full repair has it)
-            if call_id in self._open:
-                self._delete(self._open.pop(call_id))  # it is answered after this turn now
-            if call_id not in self._pending:
-                self._pending.append(call_id)
-        self._pending.sort(key=self._first.__getitem__)
-        self._put_tail()
+            if call_id not in pending:
+                pending.append(call_id)
+        if len(pending) > 1:
+            pending.sort(key=first.__getitem__)
 
     # -- the open calls ----------------------------------------------------------------------
 
@@ -157,7 +163,8 @@ class PairRepair:
         """The newest turn's results are over: its open calls keep their answers in place."""
         pending = self._pending
         if pending:
-            start = len(self._out) - len(pending)
+            start = len(self._out)
+            self._put_tail()
             for offset, call_id in enumerate(pending):
                 self._open[call_id] = start + offset
             pending.clear()
@@ -170,13 +177,15 @@ class PairRepair:
         return message
 
     def _drop_tail(self) -> None:
+        """Take the newest turn's `no result` answers off the end (they follow its results)."""
         count = len(self._pending)
         if count:
             del self._out[-count:]
             self._changed = min(self._changed, len(self._out))
 
     def _put_tail(self) -> None:
-        self._out.extend(self._no_result(call_id) for call_id in self._pending)
+        if self._pending:
+            self._out.extend([self._no_result(call_id) for call_id in self._pending])
 
     def _delete(self, position: int) -> None:
         """Remove a `no result` message from the middle (its call was answered late)."""
@@ -208,13 +217,16 @@ class PairedProjection:
 
     def sync(self) -> Sequence[Message]:
         """The repaired projection as it stands now (a view, valid until the next call)."""
-        entries, repair = self._record.entries, self._repair
-        projection = self._record.projection.messages
+        record, repair = self._record, self._repair
+        entries = record.entries
         count = len(entries)
-        rewritten = any(
-            isinstance(entries[i].event, CompactionBoundary) for i in range(self._seen, count)
-        )
+        rewritten = False
+        for index in range(self._seen, count):
+            if isinstance(entries[index].event, CompactionBoundary):
+                rewritten = True
+                break
         self._seen = count
+        projection = record.projection.messages
         done = repair.source_length
         if rewritten or len(projection) < done:
             repair.reset(projection)

@@ -2,26 +2,35 @@
 
 A text is priced by character class: ASCII words, capitals, camelCase humps, digit runs,
 punctuation, whitespace runs, CJK ideographs, kana, hangul and other non-ASCII characters, each
-scaled by a family's `Calibration`. Counting is done on the UTF-8 bytes with `bytes.translate`
-(one byte per class) and `bytes.count`, so no Python loop runs per character.
+scaled by a family's `Calibration`.
+
+One pass over the UTF-8 bytes computes every count, with no Python loop per character: a
+`bytes.translate` gives each byte a 4-bit class code (one hex digit), the digits become one
+integer, and each count is a few whole-integer bit operations and one `int.bit_count`. With
+the first byte most significant, `x << 4` puts each byte's next byte on it, so "a letter whose
+next byte is not a letter" is `L & ~(L << 4)`: runs, camelCase humps and space-then-digit pairs
+cost one shift each. The non-ASCII classes by lead byte come from one more `translate` that keeps
+only lead bytes.
 """
 
 from __future__ import annotations
 
 import operator
+import re
+from binascii import unhexlify
+from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import lru_cache
 
-from .calibration import Calibration
+from .calibration import FAMILY_CALIBRATIONS, Calibration
 
-__all__ = ["TextCounts", "count_text"]
+__all__ = ["TextCounts", "TextPricer", "count_text", "pricer_for", "text_weights"]
 
 _LOWER = b"abcdefghijklmnopqrstuvwxyz"
 _UPPER = _LOWER.upper()
 _DIGITS = b"0123456789"
-_LETTERS = _LOWER + _UPPER
 _PUNCT = bytes(b for b in range(0x21, 0x7F) if not chr(b).isalnum())
 _CONT = bytes(range(0x80, 0xC0))  # UTF-8 continuation bytes
+_LEAD2 = bytes(range(0xC2, 0xE0))  # lead bytes of two-byte characters (U+0080-07FF)
 
 
 def _table(default: bytes, **groups: tuple[bytes, bytes]) -> bytes:
@@ -32,21 +41,31 @@ def _table(default: bytes, **groups: tuple[bytes, bytes]) -> bytes:
     return bytes(table)
 
 
-def _keep_only(members: bytes) -> bytes:
-    return bytes(b for b in range(256) if b not in members)
+# -- the class codes ---------------------------------------------------------------------------
+# A byte's 4-bit code. In ASCII text bit 1 is "letter" alone, bit 8 "space or tab" alone; the
+# non-ASCII codes reuse bit 8 with others, so a few more operations isolate each class there:
+#   lower 1   newline 2   upper 3   digit 4   punct 6   space 8   tab 10   (ASCII)
+#   byte 0x80 9   two-byte lead C2-DF 12   lead E3 14   anything else 0    (non-ASCII)
+_CODES = bytearray(256)
+for _members, _code in (
+    (_LOWER, 1),
+    (b"\n", 2),
+    (_UPPER, 3),
+    (_DIGITS, 4),
+    (_PUNCT, 6),
+    (b" ", 8),
+    (b"\t", 10),
+    (b"\x80", 9),
+    (_LEAD2, 12),
+    (b"\xe3", 14),
+):
+    for _b in _members:
+        _CODES[_b] = _code
+_T_CODE = bytes(b"0123456789abcdef"[c] for c in _CODES)  # code -> hex digit
+_WS = (9, 32)
+_NO_NONASCII = (0,) * 8
+_SHORT = 256  # hex digits `int(..., 16)` reads faster than `unhexlify` + `int.from_bytes`
 
-
-# Run counts use a two-letter needle on a translated copy: "a " counts letter runs by their ends.
-# Needles are chosen for speed (`bytes.count` is slower when the needle's last byte is common).
-_T_LETTER = _table(b" ", letters=(_LETTERS, b"a"))
-_T_DIGIT = _table(b" ", digits=(_DIGITS, b"0"))
-_T_SPACED_DIGIT = _table(b"x", digits=(_DIGITS, b"0"), space=(b" ", b"s"))
-_T_PUNCT = _table(b" ", punct=(_PUNCT, b"."))
-_T_CASE = _table(b" ", lower=(_LOWER, b"a"), upper=(_UPPER, b"A"))
-_T_SPACE = _table(b"x", space=(b" \t", b" "))
-_DEL_NOT_UPPER = _keep_only(_UPPER)
-_DEL_NOT_DIGIT = _keep_only(_DIGITS)
-_DEL_NOT_PUNCT = _keep_only(_PUNCT)
 # Non-ASCII characters by UTF-8 lead byte (continuation bytes and ASCII are deleted):
 #   C2-DF two-byte (Latin-1, Greek, Cyrillic, ...)   E0-E2 three-byte symbols, Indic, punctuation
 #   E3 U+3000-3FFF (CJK punctuation, kana, ...)      E4-E9 CJK ideographs U+4000-9FFF
@@ -54,7 +73,7 @@ _DEL_NOT_PUNCT = _keep_only(_PUNCT)
 #   F0-F4 four-byte (emoji, rare ideographs)
 _T_NONASCII = _table(
     b"?",
-    two=(bytes(range(0xC2, 0xE0)), b"l"),
+    two=(_LEAD2, b"l"),
     three=(bytes(range(0xE0, 0xE3)), b"o"),
     kana=(b"\xe3", b"j"),
     han=(bytes(range(0xE4, 0xEA)), b"H"),
@@ -62,9 +81,28 @@ _T_NONASCII = _table(
     wide=(b"\xee\xef", b"f"),
     four=(bytes(range(0xF0, 0xF8)), b"e"),
 )
-_T_TWO_BYTE = _table(b" ", two=(bytes(range(0xC2, 0xE0)), b"l"))
 _DEL_ASCII_CONT = bytes(range(0x80)) + _CONT
-_PUNCT_ENDS = frozenset(_PUNCT)
+
+# Longer texts are counted in pieces of about this many bytes (the bit operations run fastest on
+# integers that stay in cache). A piece ends after a newline run or a punctuation run, where no
+# class run, pair or triple crosses: every count is the sum of the pieces' counts.
+_PIECE = 1 << 14
+_CUT = re.compile(rb"\n(?!\n)|[!-/:-@\[-`{-~](?![!-/:-@\[-`{-~])")
+_NEWLINE_ROUNDS = 3  # newline runs longer than 2 * this are counted by `bytes.count` instead
+
+
+_mask = 0  # sum(1 << 4 * i for i in range(_mask_length)): the lowest bit of each code
+_mask_length = 0
+
+
+def _low_bits(n: int) -> int:
+    """The lowest bit of each of `n` codes (kept for pieces up to `8 * _PIECE` bytes)."""
+    global _mask, _mask_length
+    size = max(n, 2 * _mask_length, 1024)
+    value = ((1 << 4 * size) - 1) // 15
+    if size <= 8 * _PIECE:
+        _mask, _mask_length = value, size  # one assignment each: safe without a lock
+    return value
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -79,7 +117,7 @@ class TextCounts:
     digits: int = 0
     punct: int = 0  # ASCII punctuation and symbols
     punct_runs: int = 0
-    newline_runs: int = 0
+    newline_runs: int = 0  # runs of "\n", a run of k counting ceil(k / 2)
     space_runs: int = 0  # runs of two or more spaces/tabs followed by more text
     han: int = 0
     kana: int = 0
@@ -91,53 +129,133 @@ class TextCounts:
     four_byte: int = 0  # U+10000 and up: emoji, rare ideographs
 
 
-_NO_NONASCII = (0, 0, 0, 0, 0, 0, 0, 0)
-
-
 def _counts(text: str) -> tuple[int, ...]:
-    """`TextCounts` fields in order, as a tuple (the hot path builds no objects)."""
+    """`TextCounts` fields of a non-empty `text`, in order; ASCII text stops after 10 fields."""
     raw = text.encode("utf-8", "surrogatepass")
-    last = raw[-1]
-    ascii_counts = (
-        raw.translate(_T_LETTER).count(b"a ") + (last in _LETTERS),
-        len(raw.translate(None, _DEL_NOT_UPPER)),
-        raw.translate(_T_CASE).count(b"aA"),
-        raw.translate(_T_DIGIT).count(b"0 ") + (last in _DIGITS),
-        raw.translate(_T_SPACED_DIGIT).count(b"s0"),
-        len(raw.translate(None, _DEL_NOT_DIGIT)),
-        len(raw.translate(None, _DEL_NOT_PUNCT)),
-        raw.translate(_T_PUNCT).count(b". ") + (last in _PUNCT_ENDS),
-        raw.count(b"\n") - raw.count(b"\n\n"),  # exact for runs of one or two newlines
-        raw.translate(_T_SPACE).count(b"  x"),
+    ascii_only = text.isascii()
+    if len(raw) <= _PIECE:
+        return _piece(raw, ascii_only)
+    total = (0,) * 18
+    start = 0
+    while start < len(raw):
+        cut = _CUT.search(raw, start + _PIECE)
+        end = len(raw) if cut is None else cut.end()
+        part = _piece(raw[start:end], ascii_only)
+        total = tuple(map(operator.add, total, part + _NO_NONASCII[: 18 - len(part)]))
+        start = end
+    return total
+
+
+def _piece(raw: bytes, ascii_only: bool) -> tuple[int, ...]:
+    """The counts of `raw`: a shift by 4 bits moves the next byte's code onto this byte's."""
+    digits = raw.translate(_T_CODE)
+    if len(digits) < _SHORT:
+        codes = int(digits, 16)  # the first byte is the most significant digit
+    else:
+        codes = int.from_bytes(unhexlify(digits if len(digits) % 2 == 0 else b"0" + digits))
+    low = _mask if len(raw) <= _mask_length else _low_bits(len(raw))
+    n1 = codes >> 1
+    n2 = codes >> 2
+    n3 = codes >> 3
+    letter = codes & low
+    if ascii_only:
+        lower_or_upper = letter
+        high = 0
+        blank = n3 & low  # space or tab
+    else:
+        byte_80 = letter & n3  # code 9
+        lower_or_upper = letter ^ byte_80
+        high = n2 & n3 & low  # codes 12 and 14
+        blank = (n3 & low) ^ high ^ byte_80  # codes 8 and 10
+    letter = lower_or_upper
+    upper = letter & n1
+    second = (n2 & low) ^ high  # codes 4 and 6
+    punct = second & n1
+    digit = second ^ punct
+    tab = blank & n1
+    newline = (n1 & low) ^ upper ^ punct ^ tab  # code 2; in non-ASCII text 14 is left too
+    if high:
+        newline ^= high & n1
+    words = (letter ^ (letter & (letter << 4))).bit_count()
+    uppers = humps = digits_ = digit_runs = spaced = puncts = punct_runs = newlines = blanks = 0
+    if upper:
+        uppers = upper.bit_count()
+        humps = ((letter ^ upper) & (upper << 4)).bit_count()
+    if digit:
+        next_digit = digit << 4
+        digits_ = digit.bit_count()
+        digit_runs = digits_ - (digit & next_digit).bit_count()
+        spaced = ((blank ^ tab) & next_digit).bit_count()  # a space, not a tab
+    if punct:
+        puncts = punct.bit_count()
+        punct_runs = puncts - (punct & (punct << 4)).bit_count()
+    if newline:
+        newlines = _newline_runs(newline, raw)
+    pair = blank & (blank << 4)
+    if pair:
+        blanks = (pair ^ (pair & (pair << 4))).bit_count()
+        blanks -= raw[-1] in _WS and raw[-2] in _WS  # a blank run at the very end
+    counts = (
+        words,
+        uppers,
+        humps,
+        digit_runs,
+        spaced,
+        digits_,
+        puncts,
+        punct_runs,
+        newlines,
+        blanks,
     )
-    if text.isascii():
-        return (*ascii_counts, *_NO_NONASCII)
-    cls = raw.translate(_T_NONASCII, _DEL_ASCII_CONT)
-    e3 = cls.count(b"j")
-    e3_punct = raw.count(b"\xe3\x80") if e3 else 0  # U+3000-303F: ideographic comma, stop, brackets
-    wide = cls.count(b"f")  # fullwidth forms, CJK compatibility, private use: ~1 token each
-    two = cls.count(b"l")
+    if ascii_only:
+        return counts
+    return counts + _non_ascii(raw, high, n1, byte_80)
+
+
+def _newline_runs(newline: int, raw: bytes) -> int:
+    """Sum of ceil(k / 2) over newline runs of length k: runs of >= 1, + runs of >= 3, ..."""
+    total = 0
+    longer = newline  # newlines starting 1, 3, 5, ... newlines in a row
+    for _ in range(_NEWLINE_ROUNDS):
+        two = longer & (longer << 4)
+        total += (longer ^ two).bit_count()  # the last of each such stretch
+        longer = two & (two << 4)
+        if not longer:
+            return total
+    return raw.count(b"\n") - raw.count(b"\n\n")  # very long runs: two byte scans instead
+
+
+def _non_ascii(raw: bytes, high: int, n1: int, byte_80: int) -> tuple[int, ...]:
+    """The non-ASCII classes (by lead byte) and the two-byte runs, in `TextCounts` order."""
+    lead = raw.translate(_T_NONASCII, _DEL_ASCII_CONT)
+    two = lead.count(b"l")
+    e3 = lead.count(b"j")
+    lead_e3 = high & n1  # code 14
     two_runs = 0
     if two:
-        two_runs = raw.translate(_T_TWO_BYTE, _CONT).count(b"l ") + (0xC2 <= raw[-2] <= 0xDF)
+        lead2 = high ^ lead_e3  # code 12
+        two_runs = (lead2 ^ (lead2 & (lead2 << 8))).bit_count()  # the next character: 2 on
+    # U+3000-303F (E3 80 xx): ideographic comma, full stop, brackets
+    e3_punct = (lead_e3 & (byte_80 << 4)).bit_count() if e3 else 0
     return (
-        *ascii_counts,
-        cls.count(b"H"),
+        lead.count(b"H"),
         e3 - e3_punct,
-        cls.count(b"K"),
-        e3_punct + wide,
+        lead.count(b"K"),
+        e3_punct + lead.count(b"f"),  # fullwidth forms, private use: ~1 token each
         two,
         two_runs,
-        cls.count(b"o"),
-        cls.count(b"e"),
+        lead.count(b"o"),
+        lead.count(b"e"),
     )
 
 
 def count_text(text: str) -> TextCounts:
-    """Count `text`'s character classes with a few `translate`/`count` passes."""
+    """Count `text`'s character classes (one pass over its UTF-8 bytes)."""
     if not text:
         return TextCounts()
-    return TextCounts(**dict(zip(TextCounts.__slots__, _counts(text), strict=True)))
+    counts = _counts(text)
+    counts += _NO_NONASCII[: 18 - len(counts)]
+    return TextCounts(**dict(zip(TextCounts.__slots__, counts, strict=True)))
 
 
 # Base costs in tokens per counted unit, fitted on ASCII text (code, JSON, prose, shell output).
@@ -161,9 +279,7 @@ _COST_THREE_BYTE = 0.8
 _COST_FOUR_BYTE = 2.0
 
 
-@lru_cache(maxsize=64)
-def _weights(cal: Calibration) -> tuple[float, ...]:
-    """Tokens per unit of each `TextCounts` field under `cal`."""
+def _weights_of(cal: Calibration) -> tuple[float, ...]:
     text, other = cal.text, cal.other
     return (
         text * _COST_WORD,
@@ -187,8 +303,53 @@ def _weights(cal: Calibration) -> tuple[float, ...]:
     )
 
 
-def _text_cost(text: str, cal: Calibration) -> float:
-    if not text:
-        return 0.0
-    total: float = sum(map(operator.mul, _weights(cal), _counts(text)))
-    return total
+def text_weights(cal: Calibration) -> tuple[float, ...]:
+    """Tokens per unit of each `TextCounts` field under `cal`."""
+    return pricer_for(cal).weights
+
+
+_MEMO_CHARS = 64  # texts this short are remembered: tool names, call ids, short results
+_MEMO_SIZE = 4096  # entries per calibration before the memo starts afresh
+
+
+class TextPricer:
+    """Prices texts under one calibration (the weights are computed once, not per call).
+
+    Short texts are remembered, since a transcript repeats them (tool names, a call's id in its
+    result, "ok"): for those a price is one dictionary lookup.
+    """
+
+    __slots__ = ("_memo", "weights")
+
+    def __init__(self, cal: Calibration) -> None:
+        self.weights = _weights_of(cal)
+        self._memo: dict[str, float] = {}
+
+    def cost(self, text: str) -> float:
+        """Tokens of `text` (not rounded; 0.0 for the empty text)."""
+        if len(text) > _MEMO_CHARS:
+            total: float = sum(map(operator.mul, self.weights, _counts(text)))
+            return total
+        memo = self._memo
+        cost = memo.get(text)
+        if cost is None:
+            cost = sum(map(operator.mul, self.weights, _counts(text))) if text else 0.0
+            if len(memo) >= _MEMO_SIZE:
+                memo.clear()
+            memo[text] = cost
+        return cost
+
+
+# The table's pricers, found by identity: hashing a `Calibration` (eight fields) on every call
+# cost more than counting a short text.
+_PRICERS: Mapping[int, tuple[Calibration, TextPricer]] = {
+    id(cal): (cal, TextPricer(cal)) for cal in FAMILY_CALIBRATIONS.values()
+}
+
+
+def pricer_for(cal: Calibration) -> TextPricer:
+    """The `TextPricer` of `cal` (shared for the table's calibrations)."""
+    entry = _PRICERS.get(id(cal))
+    if entry is not None and entry[0] is cal:
+        return entry[1]
+    return TextPricer(cal)

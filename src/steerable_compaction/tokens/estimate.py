@@ -8,11 +8,11 @@ result's wrapper) plus its texts (`counting`) and images (`images`), under one f
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from ..messages import ImagePart, Message, TextPart, ToolCall, ToolResult
+from ..messages import Message, TextPart, ToolCall, ToolResult
 from .calibration import Calibration, calibration_for
-from .counting import _text_cost
+from .counting import pricer_for
 from .images import _image_part_cost
 
 __all__ = ["estimate_tokens"]
@@ -25,27 +25,28 @@ _TOOL_RESULT_OVERHEAD = 6  # the result's wrapper around its call id and content
 
 def _message_cost(message: Message, cal: Calibration) -> int:
     """Whole tokens for one message: framing plus every part (the meter caches this)."""
+    price = pricer_for(cal).cost
     total = float(_MESSAGE_OVERHEAD)
     for part in message.parts:
         total += _PART_OVERHEAD
         if isinstance(part, TextPart):
-            total += _text_cost(part.text, cal)
-        elif isinstance(part, ImagePart):
-            total += _image_part_cost(part, cal)
+            total += price(part.text)
         elif isinstance(part, ToolCall):
-            total += _TOOL_CALL_OVERHEAD + _text_cost(part.id, cal)
-            total += _text_cost(part.name, cal) + _text_cost(part.arguments, cal)
+            total += _TOOL_CALL_OVERHEAD + price(part.id)
+            total += price(part.name) + price(part.arguments)
+        elif isinstance(part, ToolResult):
+            total += _TOOL_RESULT_OVERHEAD + _tool_result_cost(part, cal, price)
         else:
-            total += _TOOL_RESULT_OVERHEAD + _tool_result_cost(part, cal)
+            total += _image_part_cost(part, cal)
     return math.ceil(total)
 
 
-def _tool_result_cost(part: ToolResult, cal: Calibration) -> float:
-    total = _text_cost(part.call_id, cal)
+def _tool_result_cost(part: ToolResult, cal: Calibration, price: Callable[[str], float]) -> float:
+    total = price(part.call_id)
     for item in part.content:
         total += _PART_OVERHEAD
         if isinstance(item, TextPart):
-            total += _text_cost(item.text, cal)
+            total += price(item.text)
         else:
             total += _image_part_cost(item, cal)
     return total
@@ -59,7 +60,7 @@ def estimate_tokens(x: str | Message | Sequence[Message], model: str | None = No
     """
     cal = calibration_for(model)
     if isinstance(x, str):
-        return math.ceil(_text_cost(x, cal))
+        return math.ceil(pricer_for(cal).cost(x))
     if isinstance(x, Message):
         return _message_cost(x, cal)
     return sum(_message_cost(m, cal) for m in x)
