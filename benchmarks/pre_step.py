@@ -1,7 +1,8 @@
 """Per-step cost of the engine and of `Compactor.prepare`, and the cost of one compaction pass.
 
-Run: `python benchmarks/pre_step.py [--summary]`. Times are CPU time of this thread (best of
-several runs), so another process on the machine moves them less than it moves wall time.
+Run: `python benchmarks/pre_step.py [--summary]`. Times are CPU time of this thread, best of
+several runs taken in turns across all probes, so another process on the machine moves them
+less than it moves wall time and moves all of them alike. Every run starts from a fresh record.
 
 - `pre_step` of `CompactionHooks` under threshold, at 1k / 10k / 100k messages, after two short
   new messages (a tool call and its result) and after two realistic ones (a ~400-character
@@ -33,8 +34,9 @@ from steerable_compaction.record import MemoryRecord
 from steerable_compaction.tokens import TokenMeter
 
 SIZES = (1_000, 10_000, 100_000)
-STEPS = 400
-REPEATS = 3
+STEPS = 300
+REPEATS = 5
+MODES: tuple[Literal["fold_only", "aggressive"], ...] = ("fold_only", "aggressive")
 NEVER = resolve_compaction_policy(None, 100_000_000)  # never over threshold here
 clock = time.thread_time_ns
 
@@ -63,84 +65,100 @@ def transcript(size: int) -> list[Message]:
     return head + rounds(0, (size - 2) // 2)
 
 
-def best(run: Callable[[], float]) -> float:
-    return min(run() for _ in range(REPEATS))
+TRANSCRIPTS = {size: transcript(size) for size in SIZES}
 
 
-def pre_step_cost(size: int, new: Callable[[int], list[Message]]) -> float:
-    """Seconds of one `pre_step` after appending `new(k)` and observing the previous request."""
+def interleaved(probes: dict[str, Callable[[], float]]) -> dict[str, float]:
+    """The best of `REPEATS` runs of every probe, taken in turns (load changes hit all alike)."""
+    times: dict[str, list[float]] = {name: [] for name in probes}
+    for _ in range(REPEATS):
+        for name, probe in probes.items():
+            times[name].append(probe())
+    return {name: min(values) for name, values in times.items()}
+
+
+def record_of(size: int) -> MemoryRecord:
     record = MemoryRecord()
-    for message in transcript(size):
+    for message in TRANSCRIPTS[size]:
         record.append_message(message)
-    hooks = CompactionHooks(record, NEVER)
-    hooks.observe(estimate_tokens(record.messages()), len(record.projection))
+    return record
+
+
+def pre_step_probe(size: int, new: Callable[[int], list[Message]]) -> Callable[[], float]:
+    """Seconds of one `pre_step` after appending `new(k)` and observing the previous request."""
     first = [10_000_000]
 
-    async def run() -> float:
-        spent = 0
+    def probe() -> float:
+        record = record_of(size)
+        hooks = CompactionHooks(record, NEVER)
+        hooks.observe(1_000_000, len(record.projection))
         base = first[0]
         first[0] += STEPS
-        for k in range(STEPS):
-            reply, result = new(base + k)
-            record.append_message(reply)
-            hooks.observe(1_000_000 + k, len(record.projection) - 1)
-            record.append_message(result)
-            context = StepContext(record=record, round=k + 1, turn=1)
-            start = clock()
-            await hooks.pre_step(context)
-            spent += clock() - start
-        return spent / STEPS / 1e9
+        steps = [new(base + k) for k in range(STEPS)]
 
-    return best(lambda: asyncio.run(run()))
+        async def run() -> float:
+            spent = 0
+            for k, (reply, result) in enumerate(steps):
+                record.append_message(reply)
+                hooks.observe(1_000_000 + k, len(record.projection) - 1)
+                record.append_message(result)
+                context = StepContext(record=record, round=k + 1, turn=1)
+                start = clock()
+                await hooks.pre_step(context)
+                spent += clock() - start
+            return spent / STEPS / 1e9
+
+        return asyncio.run(run())
+
+    return probe
 
 
-def recount_cost(size: int) -> float:
+def recount_probe(size: int) -> Callable[[], float]:
     """Seconds to estimate the whole transcript again (what a meter without a cache pays)."""
-    messages = transcript(size)
 
-    def run() -> float:
+    def probe() -> float:
         start = clock()
-        estimate_tokens(messages)
+        estimate_tokens(TRANSCRIPTS[size])
         return (clock() - start) / 1e9
 
-    return best(run)
+    return probe
 
 
-def prepare_cost(size: int) -> float:
+def prepare_probe(size: int) -> Callable[[], float]:
     """Seconds of one `Compactor.prepare` with two new messages (a tool call and its result)."""
-    record = MemoryRecord()
-    for message in transcript(size):
-        record.append_message(message)
-    compactor = Compactor(NEVER, record=record)
-    messages = compactor.prepare(record.messages(), last_prompt_tokens=None)
     first = [20_000_000]
 
-    def run() -> float:
-        nonlocal messages
-        spent = 0
+    def probe() -> float:
+        record = record_of(size)
+        compactor = Compactor(NEVER, record=record)
+        messages = compactor.prepare(record.messages(), last_prompt_tokens=None)
         base = first[0]
         first[0] += STEPS
-        for k in range(STEPS):
-            messages.extend(short_round(base + k))
+        steps = [short_round(base + k) for k in range(STEPS)]
+        spent = 0
+        for k, step in enumerate(steps):
+            messages.extend(step)
             start = clock()
             messages = compactor.prepare(messages, last_prompt_tokens=1_000_000 + k)
             spent += clock() - start
-        return spent / STEPS / 1e9
-
-    try:
-        return best(run)
-    finally:
         close = getattr(compactor, "close", None)  # older versions had no loop to close
         if close is not None:
             close()
+        return spent / STEPS / 1e9
+
+    return probe
 
 
-def pass_cost(mode: Literal["fold_only", "aggressive"]) -> tuple[float, float, int]:
-    """Cold and warm seconds of planning one compaction of a ~210k-token transcript."""
+def pass_probes(
+    mode: Literal["fold_only", "aggressive"],
+) -> tuple[dict[str, Callable[[], float]], int]:
+    """Probes of planning one compaction of a ~210k-token transcript, cold and warm."""
     messages = [Message.system("You are a coding agent."), Message.user("Rename fn everywhere.")]
     messages += rounds(0, 190, chars=1_500)
     policy = resolve_compaction_policy(None, 128_000)
     tokens = TokenMeter().pressure(messages)
+    warm_meter = TokenMeter()
+    warm_meter.pressure(messages)
 
     def plan_once(meter: TokenMeter) -> float:
         start = clock()
@@ -156,11 +174,10 @@ def pass_cost(mode: Literal["fold_only", "aggressive"]) -> tuple[float, float, i
         assert mode == "fold_only" or isinstance(plan, SummaryNeeded)
         return elapsed
 
-    cold = best(lambda: plan_once(TokenMeter()))
-    warm_meter = TokenMeter()
-    warm_meter.pressure(messages)
-    warm = best(lambda: plan_once(warm_meter))
-    return cold, warm, tokens
+    return {
+        f"cold {mode}": lambda: plan_once(TokenMeter()),
+        f"warm {mode}": lambda: plan_once(warm_meter),
+    }, tokens
 
 
 def figure(
@@ -179,10 +196,21 @@ def figure(
 
 def measure() -> Iterator[tuple[str, dict[str, Any]]]:
     """Every measurement as (human line, summary figure or {})."""
-    short = {size: pre_step_cost(size, short_round) for size in SIZES}
-    real = {size: pre_step_cost(size, lambda k: rounds(k, 1)) for size in SIZES}
-    recount = {size: recount_cost(size) for size in SIZES}
-    prepare = {size: prepare_cost(size) for size in SIZES}
+    probes: dict[str, Callable[[], float]] = {}
+    for size in SIZES:
+        probes[f"short {size}"] = pre_step_probe(size, short_round)
+        probes[f"real {size}"] = pre_step_probe(size, lambda k: rounds(k, 1))
+        probes[f"prepare {size}"] = prepare_probe(size)
+        probes[f"recount {size}"] = recount_probe(size)
+    tokens = 0
+    for mode in MODES:
+        more, tokens = pass_probes(mode)
+        probes.update(more)
+    best = interleaved(probes)
+    short = {size: best[f"short {size}"] for size in SIZES}
+    real = {size: best[f"real {size}"] for size in SIZES}
+    recount = {size: best[f"recount {size}"] for size in SIZES}
+    prepare = {size: best[f"prepare {size}"] for size in SIZES}
     yield (
         f"{'messages':>9} {'pre_step short':>15} {'pre_step 400ch':>15} {'prepare':>10} "
         f"{'recount':>12}   (us per step, CPU time)",
@@ -231,8 +259,8 @@ def measure() -> Iterator[tuple[str, dict[str, Any]]]:
             worst <= 3,
         ),
     )
-    for mode in ("fold_only", "aggressive"):
-        cold, warm, tokens = pass_cost(mode)
+    for mode in MODES:
+        cold, warm = best[f"cold {mode}"], best[f"warm {mode}"]
         ratio = cold / warm
         label = "fold only" if mode == "fold_only" else "fold + summary request"
         yield (
