@@ -174,6 +174,7 @@ def test_r8_count_text_non_ascii_classes() -> None:
         two_byte_runs=2,
         three_byte=1,  # →
         four_byte=1,  # 🚀
+        latin_greek=2,  # öß, also in two_byte
     )
 
 
@@ -209,8 +210,12 @@ def test_r8_count_text_matches_a_regex_reference(text: str) -> None:
 
 # Characters at every class edge: case, digits after a space or a tab, blank runs, newline
 # runs, U+0080 (whose second byte is 0x80), CJK punctuation (E3 80 xx) beside kana (E3 81-83),
-# two-byte runs, three- and four-byte characters and lone surrogates.
-_EDGES = "aZq09 \t\n\r._-\x80éПß→\u0800ア、。\u3000\uff0c你한🙂\ud800"
+# two-byte runs, three- and four-byte characters, lone surrogates, and the edges of the Latin
+# and Greek, Arabic, Indic and Thai ranges.
+_EDGES = (
+    "aZq09 \t\n\r._-\x80éПß→\u0800ア、。\u3000\uff0c你한🙂\ud800"
+    "ضह\u0dffกລ\u0f00\u2fff\u02bc\u03ff\u0400\u07ff\u0900\u08ff\u0eff"
+)
 edge_texts = st.one_of(
     st.text(st.sampled_from(_EDGES), min_size=1, max_size=300),
     st.text(st.characters(blacklist_categories=()), min_size=1, max_size=200),
@@ -219,13 +224,27 @@ edge_texts = st.one_of(
 
 
 def as_tuple(counts: TextCounts) -> tuple[int, ...]:
-    return tuple(getattr(counts, name) for name in TextCounts.__slots__)
+    """The classes the first implementation counted (the script refinements are checked apart)."""
+    return tuple(getattr(counts, name) for name in TextCounts.__slots__[:18])
+
+
+def scripts(text: str) -> tuple[int, int, int, int]:
+    """Latin and Greek, Arabic, Indic and Thai characters of `text`, counted one by one."""
+    points = [ord(ch) for ch in text]
+    return (
+        sum(0x80 <= p <= 0x3FF for p in points),
+        sum(0x600 <= p <= 0x7FF for p in points),
+        sum(0x900 <= p <= 0xDFF for p in points),
+        sum(0xE00 <= p <= 0xEFF for p in points),
+    )
 
 
 @given(edge_texts)
 def test_r8_count_text_equals_the_reference_counting(text: str) -> None:
     """The one-pass counting gives exactly the counts of the first, per-class implementation."""
-    assert as_tuple(count_text(text)) == reference_counts(text)
+    counts = count_text(text)
+    assert as_tuple(counts) == reference_counts(text)
+    assert (counts.latin_greek, counts.arabic, counts.indic, counts.thai) == scripts(text)
 
 
 @given(edge_texts)
@@ -237,7 +256,9 @@ def test_r8_long_texts_are_counted_in_pieces_with_the_same_counts(text: str) -> 
     counting._PIECE = 8  # pieces of about 8 bytes, so most texts here are cut several times
     try:
         longer = text * 4
-        assert as_tuple(count_text(longer)) == reference_counts(longer)
+        counts = count_text(longer)
+        assert as_tuple(counts) == reference_counts(longer)
+        assert (counts.latin_greek, counts.arabic, counts.indic, counts.thai) == scripts(longer)
     finally:
         counting._PIECE = old
 
@@ -245,9 +266,10 @@ def test_r8_long_texts_are_counted_in_pieces_with_the_same_counts(text: str) -> 
 @pytest.mark.parametrize("model", [None, "gpt-4o", "claude-sonnet-4", "qwen2.5-72b"])
 @given(text=edge_texts)
 def test_r8_estimates_are_those_of_the_reference_counting(model: str | None, text: str) -> None:
-    """Same counts, same weights, same sum: every estimate is unchanged to the token."""
+    """Same counts, same weights, same sum: the one-pass counting changes no estimate."""
     weights = tokens.counting.text_weights(calibration_for(model))
-    expected = math.ceil(sum(map(operator.mul, weights, reference_counts(text))))
+    counts = reference_counts(text) + scripts(text)
+    expected = math.ceil(sum(map(operator.mul, weights, counts)))
     assert estimate_tokens(text, model) == expected
 
 
@@ -343,7 +365,19 @@ def test_r8_unknown_model_default_is_at_least_every_family() -> None:
     """The default's every factor is >= every family's, so unknown models over-estimate."""
     default = FAMILY_CALIBRATIONS[DEFAULT_FAMILY]
     numeric = [f.name for f in fields(default) if f.name not in ("family", "image")]
-    assert numeric == ["text", "digit", "han", "kana", "hangul", "other"]
+    assert numeric == [
+        "text",
+        "digit",
+        "han",
+        "kana",
+        "hangul",
+        "other",
+        "latin_greek",
+        "arabic",
+        "indic",
+        "thai",
+        "emoji",
+    ]
     for family, cal in FAMILY_CALIBRATIONS.items():
         for name in numeric:
             assert getattr(default, name) >= getattr(cal, name), (family, name)
@@ -530,50 +564,85 @@ def test_r7_meter_properties() -> None:
     assert TokenMeter().family == DEFAULT_FAMILY
 
 
+_learned_messages: dict[int, list[Message]] = {}
+
+
 def _learn(meter: TokenMeter, ratio: float, rounds: int) -> None:
-    """Feed `rounds` requests whose new messages were billed `ratio` times their raw estimate."""
+    """A first request, then `rounds` more whose new messages were billed `ratio` x estimated."""
     messages = transcript(20)
     meter.pressure(messages)
-    billed = 10_000
-    meter.observe(billed, len(messages))
-    for i in range(rounds):
-        new = Message.tool(f"r{i}", "lorem ipsum dolor sit amet " * 60)
+    meter.observe(10_000, len(messages))
+    _learned_messages[id(meter)] = messages
+    _continue(meter, ratio, rounds)
+
+
+def _continue(meter: TokenMeter, ratio: float, rounds: int) -> None:
+    messages = _learned_messages[id(meter)]
+    observed = meter.last_observed
+    assert observed is not None
+    billed = observed.prompt_tokens
+    for _ in range(rounds):
+        new = Message.tool(f"r{len(messages)}", "lorem ipsum dolor sit amet " * 60)
         raw = estimate_tokens(new, meter.model)
         messages = [*messages, new]
         meter.pressure(messages)
         billed += round(raw * ratio)
         meter.observe(billed, len(messages))
+    _learned_messages[id(meter)] = messages
 
 
-def test_r8_online_calibration_learns_a_smoothed_factor() -> None:
-    """With learning on, one sample at ratio 2.0 moves the factor 30 % of the way: 1.3."""
-    meter = TokenMeter("gpt-4o", online_calibration=True)
+def test_r8_online_calibration_learns_from_the_first_span_then_averages() -> None:
+    """The first billed span sets the factor (2.0); the next one is averaged in, weighing most."""
+    meter = TokenMeter("gpt-4o")
     _learn(meter, 2.0, 1)
-    assert meter.calibration == pytest.approx(1.3)
+    assert meter.calibration == pytest.approx(2.0, abs=1e-3)
+    assert meter.calibration_samples == 1
     base = meter.last_observed
     assert base is not None
     new = Message.user("lorem ipsum " * 100)
     probe = [Message.user("p")] * base.message_count + [new]
     raw = estimate_tokens(new, "gpt-4o")
-    assert meter.pressure(probe) == base.prompt_tokens + math.ceil(raw * 1.3)
+    assert meter.pressure(probe) == base.prompt_tokens + math.ceil(raw * meter.calibration)
+    assert meter.estimate(new) == meter.calibrated(raw) == math.ceil(raw * meter.calibration)
+    again = TokenMeter("gpt-4o")
+    _learn(again, 2.0, 1)
+    _continue(again, 1.0, 1)
+    assert again.calibration == pytest.approx((2.0 * 0.5 + 1.0) / 1.5, abs=1e-3)
 
 
-def test_r8_online_calibration_is_bounded() -> None:
-    """However extreme the samples, the factor stays within [0.5, 2.0]."""
-    high = TokenMeter("gpt-4o", online_calibration=True)
-    _learn(high, 10.0, 30)
-    assert high.calibration == pytest.approx(2.0, abs=1e-3)
-    low = TokenMeter("gpt-4o", online_calibration=True)
-    _learn(low, 0.01, 30)
-    assert low.calibration == pytest.approx(0.5, abs=1e-3)
+@pytest.mark.parametrize("model", [None, "gpt-4o", "qwen2.5-72b", "some-new-model"])
+@given(ratio=st.floats(0.3, 3.0))
+def test_r8_calibration_converges_within_three_observations(
+    model: str | None, ratio: float
+) -> None:
+    """For any model, after 3 billed requests new messages are estimated within 0.9-1.1x."""
+    meter = TokenMeter(model)
+    _learn(meter, ratio, 2)  # observations 1, 2 and 3
+    new = Message.tool("next", "the parser reads each token and records its position " * 40)
+    billed = estimate_tokens(new, model) * ratio
+    assert 0.9 <= meter.estimate(new) / billed <= 1.1
 
 
-def test_r8_online_calibration_is_off_by_default_and_skips_small_samples() -> None:
-    """Without opting in the factor stays 1.0; spans under 200 estimated tokens teach nothing."""
-    meter = TokenMeter("gpt-4o")
+def test_r8_online_calibration_is_bounded_and_ignores_implausible_spans() -> None:
+    """Spans billed over 5x or under 0.2x their estimate are not believed; the factor is bounded."""
+    for wild in (10.0, 0.01):
+        meter = TokenMeter("gpt-4o")
+        _learn(meter, wild, 30)
+        assert (meter.calibration, meter.calibration_samples) == (1.0, 0)
+    high = TokenMeter("gpt-4o")
+    _learn(high, 4.8, 30)
+    assert high.calibration == 4.0
+    low = TokenMeter("gpt-4o")
+    _learn(low, 0.21, 30)
+    assert low.calibration == 0.25
+
+
+def test_r8_online_calibration_can_be_turned_off_and_skips_small_samples() -> None:
+    """Turned off, the factor stays 1.0; spans under 200 estimated tokens teach nothing."""
+    meter = TokenMeter("gpt-4o", online_calibration=False)
     _learn(meter, 2.0, 5)
     assert meter.calibration == 1.0
-    learner = TokenMeter("gpt-4o", online_calibration=True)
+    learner = TokenMeter("gpt-4o")
     messages = transcript(1)
     learner.pressure(messages)
     learner.observe(1_000, len(messages))
@@ -581,6 +650,34 @@ def test_r8_online_calibration_is_off_by_default_and_skips_small_samples() -> No
     learner.pressure(messages)
     learner.observe(1_500, len(messages))
     assert learner.calibration == 1.0
+
+
+def test_r8_counts_without_the_cached_prefix_teach_nothing() -> None:
+    """A host passing only uncached tokens (a count that drops, then creeps) leaves the factor."""
+    meter = TokenMeter("gpt-4o")
+    messages = transcript(20)
+    meter.pressure(messages)
+    meter.observe(9_000, len(messages))  # cold: the whole prompt
+    for i, uncached in enumerate((400, 430, 455)):  # warm: only the new tail is reported
+        messages = [*messages, Message.tool(f"r{i}", "lorem ipsum dolor sit amet " * 60)]
+        meter.pressure(messages)
+        meter.observe(uncached, len(messages))
+    assert (meter.calibration, meter.calibration_samples) == (1.0, 0)
+
+
+def test_r10_a_learned_factor_scales_the_spans_a_rewrite_removes() -> None:
+    """Once learned (here 1.5), the factor prices a rewrite's spans; unlearned, never above 1."""
+    meter = TokenMeter("gpt-4o")
+    _learn(meter, 1.5, 2)
+    assert meter.calibration == pytest.approx(1.5, abs=1e-2)
+    messages = _learned_messages[id(meter)]
+    after = messages[:5] + messages[-2:]
+    removed = sum(meter._raw(m) for m in messages[5:-2])
+    old = meter.pressure(messages)
+    assert meter.preview_rewrite(messages, after) == round(old - meter.calibration * removed)
+    static = TokenMeter("gpt-4o", online_calibration=False)
+    _learn(static, 1.5, 2)
+    assert static.preview_rewrite(messages, after) >= old - removed  # scaled by at most 1.0
 
 
 def test_r9_online_calibration_ignores_the_request_after_a_rewrite() -> None:

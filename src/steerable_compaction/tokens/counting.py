@@ -63,24 +63,38 @@ for _members, _code in (
         _CODES[_b] = _code
 _T_CODE = bytes(b"0123456789abcdef"[c] for c in _CODES)  # code -> hex digit
 _WS = (9, 32)
-_NO_NONASCII = (0,) * 8
+_NO_NONASCII = (0,) * 12
 _SHORT = 256  # hex digits `int(..., 16)` reads faster than `unhexlify` + `int.from_bytes`
 
 # Non-ASCII characters by UTF-8 lead byte (continuation bytes and ASCII are deleted):
-#   C2-DF two-byte (Latin-1, Greek, Cyrillic, ...)   E0-E2 three-byte symbols, Indic, punctuation
+#   C2-DF two-byte: C2-CF accented Latin, combining marks, Greek; D0-D7 Cyrillic, Armenian,
+#         Hebrew; D8-DF Arabic, Syriac, Thaana
+#   E0-E2 three-byte: Indic, Thai, symbols, punctuation
 #   E3 U+3000-3FFF (CJK punctuation, kana, ...)      E4-E9 CJK ideographs U+4000-9FFF
 #   EA-ED hangul syllables U+AC00-D7A3 (approx.)     EE-EF private use, fullwidth forms
 #   F0-F4 four-byte (emoji, rare ideographs)
 _T_NONASCII = _table(
     b"?",
-    two=(_LEAD2, b"l"),
-    three=(bytes(range(0xE0, 0xE3)), b"o"),
+    latin=(bytes(range(0xC2, 0xD0)), b"a"),
+    two=(bytes(range(0xD0, 0xD8)), b"l"),
+    arabic=(bytes(range(0xD8, 0xE0)), b"r"),
+    e0=(b"\xe0", b"z"),
+    three=(b"\xe1\xe2", b"o"),
     kana=(b"\xe3", b"j"),
     han=(bytes(range(0xE4, 0xEA)), b"H"),
     hangul=(bytes(range(0xEA, 0xEE)), b"K"),
     wide=(b"\xee\xef", b"f"),
     four=(bytes(range(0xF0, 0xF8)), b"e"),
 )
+# The second byte of an E0 lead tells Indic scripts (U+0900-0DFF) from Thai and Lao (U+0E00-0EFF):
+# keeping only E0 and continuation bytes puts each E0 right before its second byte.
+_T_E0 = _table(
+    b".",
+    e0=(b"\xe0", b"E"),
+    indic=(bytes(range(0xA4, 0xB8)), b"i"),
+    thai=(b"\xb8\xb9\xba\xbb", b"t"),
+)
+_DEL_NOT_E0 = bytes(b for b in range(256) if b != 0xE0 and not 0x80 <= b < 0xC0)
 _DEL_ASCII_CONT = bytes(range(0x80)) + _CONT
 
 # Longer texts are counted in pieces of about this many bytes (the bit operations run fastest on
@@ -127,6 +141,15 @@ class TextCounts:
     two_byte_runs: int = 0
     three_byte: int = 0  # U+0800-2FFF: symbols, arrows, box drawing, Indic, Thai ...
     four_byte: int = 0  # U+10000 and up: emoji, rare ideographs
+    # Scripts whose cost differs most between tokenizers, counted again on their own (they are
+    # in `two_byte` or `three_byte` too; their own price replaces the generic one there).
+    latin_greek: int = 0  # U+0080-03FF: accented Latin, combining marks, Greek
+    arabic: int = 0  # U+0600-07FF: Arabic, Syriac, Thaana
+    indic: int = 0  # U+0900-0DFF: Devanagari, Bengali, Tamil, ... Sinhala
+    thai: int = 0  # U+0E00-0EFF: Thai, Lao
+
+
+_FIELDS = 22
 
 
 def _counts(text: str) -> tuple[int, ...]:
@@ -135,13 +158,13 @@ def _counts(text: str) -> tuple[int, ...]:
     ascii_only = text.isascii()
     if len(raw) <= _PIECE:
         return _piece(raw, ascii_only)
-    total = (0,) * 18
+    total = (0,) * _FIELDS
     start = 0
     while start < len(raw):
         cut = _CUT.search(raw, start + _PIECE)
         end = len(raw) if cut is None else cut.end()
         part = _piece(raw[start:end], ascii_only)
-        total = tuple(map(operator.add, total, part + _NO_NONASCII[: 18 - len(part)]))
+        total = tuple(map(operator.add, total, part + _NO_NONASCII[: _FIELDS - len(part)]))
         start = end
     return total
 
@@ -226,9 +249,11 @@ def _newline_runs(newline: int, raw: bytes) -> int:
 
 
 def _non_ascii(raw: bytes, high: int, n1: int, byte_80: int) -> tuple[int, ...]:
-    """The non-ASCII classes (by lead byte) and the two-byte runs, in `TextCounts` order."""
+    """The non-ASCII classes (by lead byte), the two-byte runs and the script refinements."""
     lead = raw.translate(_T_NONASCII, _DEL_ASCII_CONT)
-    two = lead.count(b"l")
+    latin_greek, arabic = lead.count(b"a"), lead.count(b"r")
+    two = lead.count(b"l") + latin_greek + arabic
+    e0 = lead.count(b"z")
     e3 = lead.count(b"j")
     lead_e3 = high & n1  # code 14
     two_runs = 0
@@ -237,6 +262,10 @@ def _non_ascii(raw: bytes, high: int, n1: int, byte_80: int) -> tuple[int, ...]:
         two_runs = (lead2 ^ (lead2 & (lead2 << 8))).bit_count()  # the next character: 2 on
     # U+3000-303F (E3 80 xx): ideographic comma, full stop, brackets
     e3_punct = (lead_e3 & (byte_80 << 4)).bit_count() if e3 else 0
+    indic = thai = 0
+    if e0:
+        second = raw.translate(_T_E0, _DEL_NOT_E0)
+        indic, thai = second.count(b"Ei"), second.count(b"Et")
     return (
         lead.count(b"H"),
         e3 - e3_punct,
@@ -244,8 +273,12 @@ def _non_ascii(raw: bytes, high: int, n1: int, byte_80: int) -> tuple[int, ...]:
         e3_punct + lead.count(b"f"),  # fullwidth forms, private use: ~1 token each
         two,
         two_runs,
-        lead.count(b"o"),
+        lead.count(b"o") + e0,
         lead.count(b"e"),
+        latin_greek,
+        arabic,
+        indic,
+        thai,
     )
 
 
@@ -254,7 +287,7 @@ def count_text(text: str) -> TextCounts:
     if not text:
         return TextCounts()
     counts = _counts(text)
-    counts += _NO_NONASCII[: 18 - len(counts)]
+    counts += _NO_NONASCII[: _FIELDS - len(counts)]
     return TextCounts(**dict(zip(TextCounts.__slots__, counts, strict=True)))
 
 
@@ -281,6 +314,7 @@ _COST_FOUR_BYTE = 2.0
 
 def _weights_of(cal: Calibration) -> tuple[float, ...]:
     text, other = cal.text, cal.other
+    two, three = other * _COST_TWO_BYTE, other * _COST_THREE_BYTE
     return (
         text * _COST_WORD,
         text * _COST_UPPER,
@@ -296,10 +330,15 @@ def _weights_of(cal: Calibration) -> tuple[float, ...]:
         cal.kana,
         cal.hangul,
         _COST_CJK_PUNCT,
-        other * _COST_TWO_BYTE,
+        two,
         other * _COST_TWO_BYTE_RUN,
-        other * _COST_THREE_BYTE,
-        other * _COST_FOUR_BYTE,
+        three,
+        other * _COST_FOUR_BYTE if cal.emoji is None else cal.emoji,
+        # A script's own price replaces the generic one its characters were counted at.
+        0.0 if cal.latin_greek is None else cal.latin_greek - two,
+        0.0 if cal.arabic is None else cal.arabic - two,
+        0.0 if cal.indic is None else cal.indic - three,
+        0.0 if cal.thai is None else cal.thai - three,
     )
 
 

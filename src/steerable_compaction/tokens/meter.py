@@ -1,8 +1,15 @@
-"""`TokenMeter`: context pressure anchored on billed usage (R7, R9, R10).
+"""`TokenMeter`: context pressure anchored on billed usage (R7, R9, R10), calibrated by it (R8).
 
 The meter adds the estimate of messages appended since the last billed request to that
 request's `prompt_tokens` (R7), resets the anchor on every rewrite (R9) and keeps pressure
 continuous across it (R10). Per-message estimates are cached by identity.
+
+Calibration from usage: two billed requests in a row, with no rewrite between them, say what the
+messages added between them really cost. The meter learns the ratio billed / estimated from such
+spans (the first one sets it, later ones are averaged in, newest weighing most) and scales every
+new-message estimate by it, so any model, known or not, is priced within a few percent after
+two or three replies. A span too small to measure, a request after a rewrite, or a count that
+shrank or moved implausibly (a count without its cached prefix, say) teaches nothing.
 """
 
 from __future__ import annotations
@@ -28,9 +35,10 @@ class Observation:
 
 
 _CACHE_MAX = 1 << 16
-_MIN_SAMPLE = 200  # estimated tokens a span needs before it may teach the online factor
-_SMOOTHING = 0.3
-_FACTOR_BOUNDS = (0.5, 2.0)
+_MIN_SAMPLE = 200  # estimated tokens a span needs before it may teach the factor
+_DECAY = 0.5  # weight left to the earlier spans each time a new one is learned
+_SAMPLE_BOUNDS = (0.2, 5.0)  # a span billed outside these times its estimate is not believed
+_FACTOR_BOUNDS = (0.25, 4.0)
 
 
 def _clamp(value: float) -> float:
@@ -62,14 +70,19 @@ class TokenMeter:
 
     Call `pressure` before a request, `observe` with the provider's usage after it, and
     `rewrite` whenever compaction replaces the transcript. Per-message estimates are cached by
-    identity, so a call costs O(messages appended since the anchor).
+    identity, so a call costs O(messages appended since the anchor). The factor learned from
+    usage (`calibration`) scales `estimate` and new messages in `pressure`;
+    `online_calibration=False` keeps it at 1.0.
     """
 
-    def __init__(self, model: str | None = None, *, online_calibration: bool = False) -> None:
+    def __init__(self, model: str | None = None, *, online_calibration: bool = True) -> None:
         self._model = model
         self._cal = calibration_for(model)
         self._online = online_calibration
         self._factor = 1.0
+        self._billed = 0.0  # decayed sums of the spans learned from: billed tokens ...
+        self._estimated = 0.0  # ... and their raw estimate
+        self._samples = 0
         self._anchor_tokens = 0  # tokens of messages[:_anchor_count]: billed or carried over
         self._anchor_count = 0
         self._observed: Observation | None = None
@@ -94,8 +107,21 @@ class TokenMeter:
 
     @property
     def calibration(self) -> float:
-        """The online factor applied to new-message estimates (1.0 unless learning is on)."""
+        """Billed tokens per estimated token, learned from usage (1.0 until a span is measured).
+
+        `estimate` and the new messages in `pressure` are already scaled by it; multiply any
+        other raw estimate by it (or use `calibrated`) to get billed units.
+        """
         return self._factor
+
+    @property
+    def calibration_samples(self) -> int:
+        """How many billed spans the factor was learned from (0: still the static table)."""
+        return self._samples
+
+    def calibrated(self, raw_tokens: int) -> int:
+        """`raw_tokens` (an `estimate_tokens` figure for this meter's model) in billed units."""
+        return self._scaled(raw_tokens)
 
     def _raw(self, message: Message) -> int:
         entry = self._cache.get(id(message))
@@ -145,15 +171,24 @@ class TokenMeter:
             previous is not None
             and pending is not None
             and pending[:2] == (self._epoch, message_count)
+            and message_count > previous.message_count
             and pending[2] >= _MIN_SAMPLE
-            and prompt_tokens > previous.prompt_tokens
         ):
-            sample = _clamp((prompt_tokens - previous.prompt_tokens) / pending[2])
-            self._factor = _clamp(self._factor + _SMOOTHING * (sample - self._factor))
+            self._learn(prompt_tokens - previous.prompt_tokens, pending[2])
         self._observed = Observation(prompt_tokens=prompt_tokens, message_count=message_count)
         self._anchor_tokens, self._anchor_count = prompt_tokens, message_count
         self._epoch += 1
         self._pending = None
+
+    def _learn(self, billed: int, estimated: int) -> None:
+        """Fold one span into the factor: the ratio of decayed sums, newest span weighing most."""
+        sample = billed / estimated
+        if not _SAMPLE_BOUNDS[0] <= sample <= _SAMPLE_BOUNDS[1]:
+            return  # a shrinking or wildly moved count (no cached prefix in it, say): not a span
+        self._billed = self._billed * _DECAY + billed
+        self._estimated = self._estimated * _DECAY + estimated
+        self._samples += 1
+        self._factor = _clamp(self._billed / self._estimated)
 
     def preview_rewrite(self, before: Sequence[Message], after: Sequence[Message]) -> int:
         """The pressure `rewrite(before, after)` would leave, without changing the meter.
@@ -164,14 +199,18 @@ class TokenMeter:
         `pressure / estimate(before)` (at most 2x): subtracting an over-estimated span from a
         billed count would otherwise drive the result towards zero. It is never scaled up, since
         a billed count above the estimate mostly holds overhead the estimate never sees (tool
-        schemas), which compaction does not remove.
+        schemas), which compaction does not remove. Once the factor has been learned from billed
+        spans (which leave such overhead out), the spans are scaled by it instead.
         """
         old = self.pressure(before)
         removed, added = _missing(before, after), _missing(after, before)
         removed_raw = sum(self._raw(m) for m in removed)
         added_raw = sum(self._raw(m) for m in added)
-        whole = sum(self._raw(m) for m in before)
-        ratio = min(1.0, max(0.5, old / whole)) if whole else 1.0
+        if self._samples:
+            ratio = self._factor  # learned from billed spans: the estimate's own error
+        else:
+            whole = sum(self._raw(m) for m in before)
+            ratio = min(1.0, max(0.5, old / whole)) if whole else 1.0
         return max(0, round(old - ratio * removed_raw + ratio * added_raw))
 
     def rewrite(self, before: Sequence[Message], after: Sequence[Message]) -> int:
