@@ -299,6 +299,23 @@ def test_r8_short_texts_are_remembered_with_the_same_price(
     assert pricer.cost("") == 0.0
 
 
+def test_r8_a_calibration_made_by_hand_prices_like_its_values() -> None:
+    """A `Calibration` outside the table prices by its own values; unset scripts cost `other`."""
+    from dataclasses import replace
+
+    from steerable_compaction.tokens.counting import pricer_for
+
+    o200k = calibration_for("gpt-4o")
+    copy = replace(o200k)
+    assert copy is not o200k and pricer_for(copy).weights == pricer_for(o200k).weights
+    plain = replace(o200k, latin_greek=None, arabic=None, indic=None, thai=None, emoji=None)
+    arabic, emoji = "مرحبا بالعالم", "🚀🙂"
+    assert pricer_for(plain).cost(arabic) == pytest.approx(12 * 0.25 * 0.7 + 2 * 0.7)
+    assert pricer_for(o200k).cost(arabic) == pytest.approx(12 * 0.24 + 2 * 0.7)
+    assert pricer_for(plain).cost(emoji) == pytest.approx(2 * 2.0 * 0.7)
+    assert pricer_for(o200k).cost(emoji) == pytest.approx(2 * 2.69)
+
+
 def test_r8_cjk_costs_more_per_char() -> None:
     """A Chinese sentence costs several times more tokens per character than English."""
     assert count_text(ZH) == TextCounts(han=21, cjk_punct=1)
