@@ -216,8 +216,12 @@ _EDGES = (
     "aZq09 \t\n\r._-\x80éПß→\u0800ア、。\u3000\uff0c你한🙂\ud800"
     "ضह\u0dffกລ\u0f00\u2fff\u02bc\u03ff\u0400\u07ff\u0900\u08ff\u0eff"
 )
+# The same without characters led by E0 or E3 (Indic, Thai, kana, CJK punctuation), which the
+# counting takes a shorter way through.
+_EDGES_WITHOUT_E0_E3 = "aZq09 \t\n\r._-\x80éПß→\uff0c한🙂\ud800ض\u2fff\u02bc\u03ff\u0400\u07ff"
 edge_texts = st.one_of(
     st.text(st.sampled_from(_EDGES), min_size=1, max_size=300),
+    st.text(st.sampled_from(_EDGES_WITHOUT_E0_E3), min_size=1, max_size=300),
     st.text(st.characters(blacklist_categories=()), min_size=1, max_size=200),
     st.builds(lambda k, s: s + "\n" * k + s, st.integers(1, 20), st.sampled_from(["", "x", " "])),
 )

@@ -42,10 +42,13 @@ def _table(default: bytes, **groups: tuple[bytes, bytes]) -> bytes:
 
 
 # -- the class codes ---------------------------------------------------------------------------
-# A byte's 4-bit code. In ASCII text bit 1 is "letter" alone, bit 8 "space or tab" alone; the
-# non-ASCII codes reuse bit 8 with others, so a few more operations isolate each class there:
-#   lower 1   newline 2   upper 3   digit 4   punct 6   space 8   tab 10   (ASCII)
-#   byte 0x80 9   two-byte lead C2-DF 12   lead E3 14   anything else 0    (non-ASCII)
+# A byte's 4-bit code. In ASCII text bit 1 is "letter" alone and bit 8 "space or tab" alone; the
+# non-ASCII codes set bit 8 with others, so a few more operations isolate each class there:
+#   lower 1   newline 2   upper 3   digit 4   punct 6   space 8   tab 10            (ASCII)
+#   byte 0x80 9   second byte A4-B7 11   second byte B8-BB 13   lead E0 15
+#   two-byte lead C2-DF 12   lead E3 14   anything else 0                          (non-ASCII)
+# (A lead E0 followed by A4-B7 starts an Indic letter, by B8-BB a Thai or Lao one; E3 followed
+# by 0x80 is CJK punctuation. After an ASCII byte comes ASCII or a lead, never those.)
 _CODES = bytearray(256)
 for _members, _code in (
     (_LOWER, 1),
@@ -56,12 +59,17 @@ for _members, _code in (
     (b" ", 8),
     (b"\t", 10),
     (b"\x80", 9),
+    (bytes(range(0xA4, 0xB8)), 11),
+    (bytes(range(0xB8, 0xBC)), 13),
+    (b"\xe0", 15),
     (_LEAD2, 12),
     (b"\xe3", 14),
 ):
     for _b in _members:
         _CODES[_b] = _code
 _T_CODE = bytes(b"0123456789abcdef"[c] for c in _CODES)  # code -> hex digit
+# Without E0 and E3 leads only the two-byte leads matter among non-ASCII bytes: fewer operations.
+_T_CODE_SIMPLE = bytes(b"0123456789abcdef"[c if c < 9 or c == 10 or c == 12 else 0] for c in _CODES)
 _WS = (9, 32)
 _NO_NONASCII = (0,) * 12
 _SHORT = 256  # hex digits `int(..., 16)` reads faster than `unhexlify` + `int.from_bytes`
@@ -86,15 +94,6 @@ _T_NONASCII = _table(
     wide=(b"\xee\xef", b"f"),
     four=(bytes(range(0xF0, 0xF8)), b"e"),
 )
-# The second byte of an E0 lead tells Indic scripts (U+0900-0DFF) from Thai and Lao (U+0E00-0EFF):
-# keeping only E0 and continuation bytes puts each E0 right before its second byte.
-_T_E0 = _table(
-    b".",
-    e0=(b"\xe0", b"E"),
-    indic=(bytes(range(0xA4, 0xB8)), b"i"),
-    thai=(b"\xb8\xb9\xba\xbb", b"t"),
-)
-_DEL_NOT_E0 = bytes(b for b in range(256) if b != 0xE0 and not 0x80 <= b < 0xC0)
 _DEL_ASCII_CONT = bytes(range(0x80)) + _CONT
 
 # Longer texts are counted in pieces of about this many bytes (the bit operations run fastest on
@@ -163,7 +162,8 @@ def _counts(text: str) -> tuple[int, ...]:
     while start < len(raw):
         cut = _CUT.search(raw, start + _PIECE)
         end = len(raw) if cut is None else cut.end()
-        part = _piece(raw[start:end], ascii_only)
+        chunk = raw[start:end]
+        part = _piece(chunk, ascii_only or chunk.isascii())
         total = tuple(map(operator.add, total, part + _NO_NONASCII[: _FIELDS - len(part)]))
         start = end
     return total
@@ -171,7 +171,8 @@ def _counts(text: str) -> tuple[int, ...]:
 
 def _piece(raw: bytes, ascii_only: bool) -> tuple[int, ...]:
     """The counts of `raw`: a shift by 4 bits moves the next byte's code onto this byte's."""
-    digits = raw.translate(_T_CODE)
+    simple = ascii_only or (b"\xe3" not in raw and b"\xe0" not in raw)
+    digits = raw.translate(_T_CODE_SIMPLE if simple else _T_CODE)
     if len(digits) < _SHORT:
         codes = int(digits, 16)  # the first byte is the most significant digit
     else:
@@ -181,24 +182,31 @@ def _piece(raw: bytes, ascii_only: bool) -> tuple[int, ...]:
     n2 = codes >> 2
     n3 = codes >> 3
     letter = codes & low
-    if ascii_only:
-        lower_or_upper = letter
-        high = 0
-        blank = n3 & low  # space or tab
+    blank = n3 & low  # in ASCII text: space or tab
+    two = n2 & n1 & low  # codes 6, 14, 15
+    non_ascii: tuple[int, int, int, int] | None = None
+    if simple:  # codes 0-10 and 12 only
+        punct = two
+        digit = (n2 & low) ^ punct
+        if not ascii_only:
+            high = n2 & blank  # code 12
+            digit ^= high
+            blank ^= high
+            non_ascii = (high, 0, 0, 0)
     else:
-        byte_80 = letter & n3  # code 9
-        lower_or_upper = letter ^ byte_80
-        high = n2 & n3 & low  # codes 12 and 14
-        blank = (n3 & low) ^ high ^ byte_80  # codes 8 and 10
-    letter = lower_or_upper
+        odd = letter & n3  # codes 9, 11, 13, 15: not letters
+        letter ^= odd
+        high = n2 & blank  # codes 12-15
+        punct = two ^ (two & n3)
+        digit = (n2 & low) ^ high ^ punct
+        blank ^= high ^ (odd ^ (odd & n2))  # codes 8 and 10 left
+        non_ascii = (high ^ (high & codes), high & codes, odd, two & n3)
     upper = letter & n1
-    second = (n2 & low) ^ high  # codes 4 and 6
-    punct = second & n1
-    digit = second ^ punct
     tab = blank & n1
-    newline = (n1 & low) ^ upper ^ punct ^ tab  # code 2; in non-ASCII text 14 is left too
-    if high:
-        newline ^= high & n1
+    newline = (n1 & low) ^ upper ^ punct ^ tab  # code 2 (and in non-ASCII text 11, 14, 15)
+    if not simple:
+        assert non_ascii is not None
+        newline ^= (non_ascii[2] & n1) ^ (non_ascii[3] ^ (non_ascii[3] & codes))
     words = (letter ^ (letter & (letter << 4))).bit_count()
     uppers = humps = digits_ = digit_runs = spaced = puncts = punct_runs = newlines = blanks = 0
     if upper:
@@ -230,9 +238,9 @@ def _piece(raw: bytes, ascii_only: bool) -> tuple[int, ...]:
         newlines,
         blanks,
     )
-    if ascii_only:
+    if non_ascii is None:
         return counts
-    return counts + _non_ascii(raw, high, n1, byte_80)
+    return counts + _non_ascii(raw, n1, n2, *non_ascii)
 
 
 def _newline_runs(newline: int, raw: bytes) -> int:
@@ -248,33 +256,42 @@ def _newline_runs(newline: int, raw: bytes) -> int:
     return raw.count(b"\n") - raw.count(b"\n\n")  # very long runs: two byte scans instead
 
 
-def _non_ascii(raw: bytes, high: int, n1: int, byte_80: int) -> tuple[int, ...]:
-    """The non-ASCII classes (by lead byte), the two-byte runs and the script refinements."""
+def _non_ascii(
+    raw: bytes, n1: int, n2: int, even: int, odd_high: int, odd: int, three: int
+) -> tuple[int, ...]:
+    """The non-ASCII classes (by lead byte), the two-byte runs and the script refinements.
+
+    `even` holds codes 12 and 14, `odd_high` 13 and 15, `odd` 9, 11, 13 and 15, `three`
+    14 and 15 (one bit per byte, as in `_piece`).
+    """
     lead = raw.translate(_T_NONASCII, _DEL_ASCII_CONT)
-    latin_greek, arabic = lead.count(b"a"), lead.count(b"r")
-    two = lead.count(b"l") + latin_greek + arabic
-    e0 = lead.count(b"z")
-    e3 = lead.count(b"j")
-    lead_e3 = high & n1  # code 14
-    two_runs = 0
+    count = lead.count
+    latin_greek = count(b"a") if b"a" in lead else 0
+    arabic = count(b"r") if b"r" in lead else 0
+    two = count(b"l") + latin_greek + arabic
+    e0 = count(b"z") if b"z" in lead else 0
+    e3 = count(b"j") if b"j" in lead else 0
+    two_runs = e3_punct = indic = thai = 0
     if two:
-        lead2 = high ^ lead_e3  # code 12
+        lead2 = even ^ (even & n1)  # code 12
         two_runs = (lead2 ^ (lead2 & (lead2 << 8))).bit_count()  # the next character: 2 on
-    # U+3000-303F (E3 80 xx): ideographic comma, full stop, brackets
-    e3_punct = (lead_e3 & (byte_80 << 4)).bit_count() if e3 else 0
-    indic = thai = 0
-    if e0:
-        second = raw.translate(_T_E0, _DEL_NOT_E0)
-        indic, thai = second.count(b"Ei"), second.count(b"Et")
+    if e3:  # U+3000-303F (E3 80 xx): ideographic comma, full stop, brackets
+        byte_80 = odd ^ (odd & (n1 | n2))  # code 9
+        e3_punct = (even & three & (byte_80 << 4)).bit_count()  # code 14, then 9
+    if e0:  # E0, then its second byte
+        lead_e0 = odd_high & three  # code 15
+        second = odd ^ (odd & n2)  # codes 9 and 11 (0x80 never follows E0)
+        indic = (lead_e0 & ((second & n1) << 4)).bit_count()
+        thai = (lead_e0 & ((odd_high ^ lead_e0) << 4)).bit_count()
     return (
-        lead.count(b"H"),
+        count(b"H") if b"H" in lead else 0,
         e3 - e3_punct,
-        lead.count(b"K"),
-        e3_punct + lead.count(b"f"),  # fullwidth forms, private use: ~1 token each
+        count(b"K") if b"K" in lead else 0,
+        e3_punct + (count(b"f") if b"f" in lead else 0),  # fullwidth, private use: ~1 token
         two,
         two_runs,
-        lead.count(b"o") + e0,
-        lead.count(b"e"),
+        (count(b"o") if b"o" in lead else 0) + e0,
+        count(b"e") if b"e" in lead else 0,
         latin_greek,
         arabic,
         indic,
