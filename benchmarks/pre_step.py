@@ -1,28 +1,50 @@
-"""`pre_step` cost under threshold, and the planning time of one compaction.
+"""Per-step cost of the engine and of `Compactor.prepare`, and the cost of one compaction pass.
 
-Run: `python benchmarks/pre_step.py`. For transcripts of 1k, 10k and 100k messages it times a
-loop step as the engine runs it (append a reply and its tool result, observe the provider's
-usage, `pre_step`) against a baseline that re-estimates the whole transcript each step, and
-prints both and their ratio. Goal: our step is flat (<= 1.2x from 1k to 100k messages).
+Run: `python benchmarks/pre_step.py [--summary]`. Times are CPU time of this thread, best of
+several runs taken in turns across all probes, so another process on the machine moves them
+less than it moves wall time and moves all of them alike. Every run starts from a fresh record.
 
-Then it plans one compaction of a ~200k-token transcript (fold tried, summary request built, no
-summarizer called). Goal: <= 50 ms.
+- `pre_step` of `CompactionHooks` under threshold, at 1k / 10k / 100k messages, after two short
+  new messages (a tool call and its result) and after two realistic ones (a ~400-character
+  result), against a full re-estimate of the transcript. Goals: flat (100k / 1k <= 1.2x);
+  two short messages <= 20 us on an idle machine and <= 1/5 of a full recount at 1k.
+- `Compactor.prepare` per step (append, observe, pre-step, repaired request) at the same sizes
+  with two new messages. Goals: flat (100k / 1k <= 1.2x) and <= 3x the hooks' pre-step alone.
+- One compaction pass (plan: fold tried, then the summary request built) of a ~210k-token
+  transcript, cold (a fresh meter that has priced nothing) against warm. Goal: cold <= 2x warm.
+
+`--summary` prints one JSON line per headline figure instead (see `benchmarks/run_all.py`).
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import time
+from collections.abc import Callable, Iterator
+from typing import Any, Literal
 
 from steerable_compaction import Message, ToolCall, estimate_tokens, resolve_compaction_policy
 from steerable_compaction.compaction import SummaryNeeded, plan_compaction
+from steerable_compaction.compactor import Compactor
 from steerable_compaction.engine import CompactionHooks
 from steerable_compaction.hooks import StepContext
 from steerable_compaction.record import MemoryRecord
 from steerable_compaction.tokens import TokenMeter
 
+SIZES = (1_000, 10_000, 100_000)
 STEPS = 300
+REPEATS = 5
+MODES: tuple[Literal["fold_only", "aggressive"], ...] = ("fold_only", "aggressive")
+NEVER = resolve_compaction_policy(None, 100_000_000)  # never over threshold here
+clock = time.thread_time_ns
+
+
+def short_round(i: int) -> list[Message]:
+    """A tool call and a short result: the smallest step an agent loop makes."""
+    call = ToolCall(id=f"call_{i}", name="ls", arguments='{"path": "."}')
+    return [Message.assistant(None, [call]), Message.tool(f"call_{i}", "ok")]
 
 
 def rounds(first: int, count: int, chars: int = 400) -> list[Message]:
@@ -37,82 +59,234 @@ def rounds(first: int, count: int, chars: int = 400) -> list[Message]:
     return out
 
 
-def step_cost(size: int) -> tuple[float, float]:
-    """Seconds per step for the engine and for a full-recount baseline at `size` messages."""
+def transcript(size: int) -> list[Message]:
+    """A system prompt, the goal and tool rounds: `size` messages."""
+    head = [Message.system("You are a coding agent."), Message.user("Rename fn everywhere.")]
+    return head + rounds(0, (size - 2) // 2)
+
+
+TRANSCRIPTS = {size: transcript(size) for size in SIZES}
+
+
+def interleaved(probes: dict[str, Callable[[], float]]) -> dict[str, float]:
+    """The best of `REPEATS` runs of every probe, taken in turns (load changes hit all alike)."""
+    times: dict[str, list[float]] = {name: [] for name in probes}
+    for _ in range(REPEATS):
+        for name, probe in probes.items():
+            times[name].append(probe())
+    return {name: min(values) for name, values in times.items()}
+
+
+def record_of(size: int) -> MemoryRecord:
     record = MemoryRecord()
-    record.append_message(Message.system("You are a coding agent."))
-    record.append_message(Message.user("Rename fn everywhere."))
-    for message in rounds(0, (size - 2) // 2):
+    for message in TRANSCRIPTS[size]:
         record.append_message(message)
-    policy = resolve_compaction_policy(None, 100_000_000)  # never over threshold here
-    hooks = CompactionHooks(record, policy)
-    hooks.observe(estimate_tokens(record.messages()), len(record.projection))
-    extra = rounds(10_000_000, STEPS)
-
-    async def run() -> float:
-        start = time.perf_counter()
-        for k in range(STEPS):
-            reply, result = extra[2 * k], extra[2 * k + 1]
-            record.append_message(reply)
-            hooks.observe(1_000_000 + k, len(record.projection) - 1)
-            record.append_message(result)
-            await hooks.pre_step(StepContext(record=record, round=k + 1, turn=1))
-        return (time.perf_counter() - start) / STEPS
-
-    ours = asyncio.run(run())
-    start = time.perf_counter()
-    for _ in range(10):
-        estimate_tokens(record.messages())
-    baseline = (time.perf_counter() - start) / 10
-    return ours, baseline
+    return record
 
 
-def planning_cost() -> tuple[float, float, int, int]:
-    """Cold and warm seconds to plan a compaction of a ~200k-token transcript.
+def pre_step_probe(size: int, new: Callable[[int], list[Message]]) -> Callable[[], float]:
+    """Seconds of one `pre_step` after appending `new(k)` and observing the previous request."""
+    first = [10_000_000]
 
-    Cold: a fresh meter that has estimated nothing; warm: the meter has seen every message
-    (as the engine's meter has, once pressure was measured). Also returns tokens and span size.
-    """
+    def probe() -> float:
+        record = record_of(size)
+        hooks = CompactionHooks(record, NEVER)
+        hooks.observe(1_000_000, len(record.projection))
+        base = first[0]
+        first[0] += STEPS
+        steps = [new(base + k) for k in range(STEPS)]
+
+        async def run() -> float:
+            spent = 0
+            for k, (reply, result) in enumerate(steps):
+                record.append_message(reply)
+                hooks.observe(1_000_000 + k, len(record.projection) - 1)
+                record.append_message(result)
+                context = StepContext(record=record, round=k + 1, turn=1)
+                start = clock()
+                await hooks.pre_step(context)
+                spent += clock() - start
+            return spent / STEPS / 1e9
+
+        return asyncio.run(run())
+
+    return probe
+
+
+def recount_probe(size: int) -> Callable[[], float]:
+    """Seconds to estimate the whole transcript again (what a meter without a cache pays)."""
+
+    def probe() -> float:
+        start = clock()
+        estimate_tokens(TRANSCRIPTS[size])
+        return (clock() - start) / 1e9
+
+    return probe
+
+
+def prepare_probe(size: int) -> Callable[[], float]:
+    """Seconds of one `Compactor.prepare` with two new messages (a tool call and its result)."""
+    first = [20_000_000]
+
+    def probe() -> float:
+        record = record_of(size)
+        compactor = Compactor(NEVER, record=record)
+        messages = compactor.prepare(record.messages(), last_prompt_tokens=None)
+        base = first[0]
+        first[0] += STEPS
+        steps = [short_round(base + k) for k in range(STEPS)]
+        spent = 0
+        for k, step in enumerate(steps):
+            messages.extend(step)
+            start = clock()
+            messages = compactor.prepare(messages, last_prompt_tokens=1_000_000 + k)
+            spent += clock() - start
+        close = getattr(compactor, "close", None)  # older versions had no loop to close
+        if close is not None:
+            close()
+        return spent / STEPS / 1e9
+
+    return probe
+
+
+def pass_probes(
+    mode: Literal["fold_only", "aggressive"],
+) -> tuple[dict[str, Callable[[], float]], int]:
+    """Probes of planning one compaction of a ~210k-token transcript, cold and warm."""
     messages = [Message.system("You are a coding agent."), Message.user("Rename fn everywhere.")]
-    messages += rounds(0, 172, chars=1_500)
+    messages += rounds(0, 190, chars=1_500)
     policy = resolve_compaction_policy(None, 128_000)
+    tokens = TokenMeter().pressure(messages)
+    warm_meter = TokenMeter()
+    warm_meter.pressure(messages)
 
-    def plan_once(meter: TokenMeter, tokens: int) -> tuple[float, SummaryNeeded]:
-        start = time.perf_counter()
+    def plan_once(meter: TokenMeter) -> float:
+        start = clock()
         plan = plan_compaction(
             messages,
             policy,
             pressure=tokens,
             estimate=meter.estimate,
             seqs=range(len(messages)),
-            mode="aggressive",  # the full path: fold tried, then the summary request built
+            mode=mode,
         )
-        elapsed = time.perf_counter() - start
-        assert isinstance(plan, SummaryNeeded)
-        return elapsed, plan
+        elapsed = (clock() - start) / 1e9
+        assert mode == "fold_only" or isinstance(plan, SummaryNeeded)
+        return elapsed
 
-    tokens = TokenMeter().pressure(messages)
-    cold, _ = plan_once(TokenMeter(), tokens)
-    meter = TokenMeter()
-    meter.pressure(messages)
-    warm, plan = min((plan_once(meter, tokens) for _ in range(5)), key=lambda r: r[0])
-    return cold, warm, tokens, plan.replaced
+    return {
+        f"cold {mode}": lambda: plan_once(TokenMeter()),
+        f"warm {mode}": lambda: plan_once(warm_meter),
+    }, tokens
+
+
+def figure(
+    name: str, value: float, baseline: str, ratio: float, target: str, ok: bool
+) -> dict[str, Any]:
+    return {
+        "benchmark": "pre_step",
+        "figure": name,
+        "value": round(value, 3),
+        "baseline": baseline,
+        "ratio": round(ratio, 3),
+        "target": target,
+        "ok": ok,
+    }
+
+
+def measure() -> Iterator[tuple[str, dict[str, Any]]]:
+    """Every measurement as (human line, summary figure or {})."""
+    probes: dict[str, Callable[[], float]] = {}
+    for size in SIZES:
+        probes[f"short {size}"] = pre_step_probe(size, short_round)
+        probes[f"real {size}"] = pre_step_probe(size, lambda k: rounds(k, 1))
+        probes[f"prepare {size}"] = prepare_probe(size)
+        probes[f"recount {size}"] = recount_probe(size)
+    tokens = 0
+    for mode in MODES:
+        more, tokens = pass_probes(mode)
+        probes.update(more)
+    best = interleaved(probes)
+    short = {size: best[f"short {size}"] for size in SIZES}
+    real = {size: best[f"real {size}"] for size in SIZES}
+    recount = {size: best[f"recount {size}"] for size in SIZES}
+    prepare = {size: best[f"prepare {size}"] for size in SIZES}
+    yield (
+        f"{'messages':>9} {'pre_step short':>15} {'pre_step 400ch':>15} {'prepare':>10} "
+        f"{'recount':>12}   (us per step, CPU time)",
+        {},
+    )
+    for size in SIZES:
+        yield (
+            f"{size:>9,} {short[size] * 1e6:>15.1f} {real[size] * 1e6:>15.1f} "
+            f"{prepare[size] * 1e6:>10.1f} {recount[size] * 1e6:>12.0f}",
+            {},
+        )
+    flat = real[SIZES[-1]] / real[SIZES[0]]
+    yield (
+        f"pre_step flatness (400-char results, 100k / 1k): {flat:.2f}x (goal <= 1.2x)",
+        figure("pre_step_flatness", flat, "pre_step at 1k messages", flat, "<= 1.2x", flat <= 1.2),
+    )
+    us = short[SIZES[0]] * 1e6
+    below = recount[SIZES[0]] / short[SIZES[0]]
+    yield (
+        f"pre_step with two short messages at 1k: {us:.1f} us (goal <= 20 us idle); a full "
+        f"recount costs {below:.0f}x that (goal >= 5x)",
+        figure(
+            "pre_step_two_short_us",
+            us,
+            "full recount at 1k messages",
+            below,
+            "<= 20 us (idle machine) and recount >= 5x",
+            us <= 20 and below >= 5,
+        ),
+    )
+    pflat = prepare[SIZES[-1]] / prepare[SIZES[0]]
+    yield (
+        f"Compactor.prepare flatness (100k / 1k): {pflat:.2f}x (goal <= 1.2x)",
+        figure("prepare_flatness", pflat, "prepare at 1k messages", pflat, "<= 1.2x", pflat <= 1.2),
+    )
+    worst = max(prepare[size] / short[size] for size in SIZES)
+    yield (
+        f"Compactor.prepare / hooks pre_step (same two messages, worst size): {worst:.2f}x "
+        "(goal <= 3x)",
+        figure(
+            "prepare_vs_pre_step",
+            max(prepare.values()) * 1e6,
+            "hooks' pre_step alone, same size",
+            worst,
+            "<= 3x",
+            worst <= 3,
+        ),
+    )
+    for mode in MODES:
+        cold, warm = best[f"cold {mode}"], best[f"warm {mode}"]
+        ratio = cold / warm
+        label = "fold only" if mode == "fold_only" else "fold + summary request"
+        yield (
+            f"compaction pass of {tokens:,} tokens ({label}): cold {cold * 1e3:.1f} ms, warm "
+            f"{warm * 1e3:.1f} ms, cold / warm {ratio:.2f}x (goal <= 2x)",
+            figure(
+                f"cold_vs_warm_pass_{mode}",
+                cold * 1e3,
+                "warm pass (meter has priced every message)",
+                ratio,
+                "<= 2x",
+                ratio <= 2,
+            ),
+        )
 
 
 def main() -> None:
-    print(f"pre_step under threshold, {STEPS} steps (append reply + result, observe, pre_step)")
-    print(f"{'messages':>9} {'ours us/step':>13} {'recount us/step':>16} {'recount/ours':>13}")
-    costs: list[float] = []
-    for size in (1_000, 10_000, 100_000):
-        ours, baseline = step_cost(size)
-        costs.append(ours)
-        print(f"{size:>9,} {ours * 1e6:>13.1f} {baseline * 1e6:>16.1f} {baseline / ours:>13.0f}x")
-    print(f"flatness: step at 100k / step at 1k = {costs[-1] / costs[0]:.2f}x (goal <= 1.2x)")
-    cold, warm, tokens, replaced = planning_cost()
-    print(
-        f"\nplanning one compaction of {tokens:,} estimated tokens ({replaced} messages to "
-        f"summarize): cold {cold * 1000:.1f} ms, warm {warm * 1000:.1f} ms (goal <= 50 ms)"
-    )
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--summary", action="store_true", help="print JSON lines of figures")
+    args = parser.parse_args()
+    for line, summary in measure():
+        if args.summary:
+            if summary:
+                print(json.dumps(summary), flush=True)
+        else:
+            print(line, flush=True)
 
 
 if __name__ == "__main__":

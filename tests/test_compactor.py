@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 
 import pytest
 
@@ -224,3 +225,114 @@ def test_history_tools_for_your_own_loop_once_the_compactor_compacted() -> None:
     found = compactor.run_history_tool(HISTORY_SEARCH, '{"query": "staging database port"}')
     assert "61046" in found
     assert "error" in compactor.run_history_tool(HISTORY_SEARCH, "{not json")
+
+
+def test_prepare_returns_the_list_it_was_given_when_nothing_changed() -> None:
+    """Under threshold the caller's list comes back as is (no O(transcript) copy per step)."""
+    compactor = Compactor(POLICY)
+    messages = [Message.system("s"), Message.user("goal")]
+    assert compactor.prepare(messages) is messages
+    grow(messages, 0, 2)
+    assert compactor.prepare(messages) is messages
+    assert compactor.prepare(tuple(messages)) == messages  # any other sequence: a new list
+
+
+def test_r22b_prepare_repairs_incrementally(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each prepare takes only new messages into the pair repair; a compaction redoes it once."""
+    from steerable_compaction.compaction.pairs import PairRepair
+
+    taken: list[Message] = []
+    real = PairRepair.extend
+
+    def counting(self: PairRepair, messages: Sequence[Message]) -> None:
+        taken.extend(messages)
+        real(self, messages)
+
+    monkeypatch.setattr(PairRepair, "extend", counting)
+    compactor = Compactor(POLICY.replace(keep_last_messages=2))
+    messages = compactor.prepare([Message.system("s"), Message.user("goal")])
+    for i in range(4):
+        messages = compactor.prepare(grow(messages, i, 1))
+    assert taken == compactor.record.messages()
+    taken.clear()
+    compactor.request_compact()
+    compacted = compactor.prepare(messages)
+    assert compacted is not messages and len(compacted) < len(messages)
+    assert taken == compactor.record.projection.messages  # recomputed once after the rewrite
+
+
+def test_r22b_a_late_result_replaces_the_stand_in_answer() -> None:
+    """A result answering a call prepared earlier without one removes the stand-in answer."""
+    from steerable_compaction import ToolCall
+
+    compactor = Compactor(POLICY)
+    messages = compactor.prepare(
+        [Message.user("goal"), Message.assistant(None, [ToolCall(id="c1", name="run")])]
+    )
+    assert [m.role for m in messages] == ["user", "assistant", "tool"]
+    stand_in = messages[-1]
+    messages.append(Message.tool("c1", "ran"))
+    out = compactor.prepare(messages)
+    assert out is not messages
+    assert stand_in not in out
+    assert [m.text for m in out] == ["goal", "", "ran"]
+
+
+def test_the_sync_methods_share_one_event_loop_until_closed() -> None:
+    """One loop serves every sync call (not one per call); `close` ends it, a new one follows."""
+    loops: list[asyncio.AbstractEventLoop] = []
+
+    async def summarize(request: SummaryRequest) -> str:
+        loops.append(asyncio.get_running_loop())
+        return "## Primary Request\nfix positions"
+
+    with Compactor(POLICY.replace(keep_last_messages=2), summarizer=summarize) as compactor:
+        messages = compactor.prepare(grow([Message.system("s"), Message.user("goal")], 0, 3))
+        for _ in range(2):
+            compactor.request_compact()
+            messages = compactor.prepare(grow(messages, len(messages), 3))
+        assert len(loops) == 2 and loops[0] is loops[1] and not loops[0].is_closed()
+    assert loops[0].is_closed()
+    compactor.request_compact()
+    compactor.prepare(grow(messages, 100, 3))  # usable after close: a fresh loop
+    assert loops[-1] is not loops[0]
+    compactor.close()
+    compactor.close()  # closing twice is harmless
+
+
+def test_a_compactor_collected_inside_a_running_loop_closes_quietly() -> None:
+    """Regression: garbage-collecting a used compactor inside another event loop raises nothing."""
+    import gc
+
+    compactor: Compactor | None = Compactor(POLICY)
+    assert compactor is not None
+    compactor.prepare([Message.user("g")])
+
+    async def drop() -> None:
+        nonlocal compactor
+        compactor = None
+        gc.collect()
+
+    asyncio.run(drop())  # an exception in the finalizer would surface as an unraisable error
+
+
+def test_an_interrupt_in_the_summarizer_propagates_and_the_compactor_still_works() -> None:
+    """A `KeyboardInterrupt` escapes `prepare`; the shared loop is left usable."""
+    calls = 0
+
+    async def summarize(request: SummaryRequest) -> str:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise KeyboardInterrupt
+        return "## Primary Request\nfix positions"
+
+    compactor = Compactor(POLICY.replace(keep_last_messages=2), summarizer=summarize)
+    messages = compactor.prepare(grow([Message.system("s"), Message.user("goal")], 0, 3))
+    compactor.request_compact()
+    with pytest.raises(KeyboardInterrupt):
+        compactor.prepare(messages)
+    compactor.request_compact()
+    out = compactor.prepare(grow(messages, 10, 1))
+    assert out[2].text.startswith("<compacted-summary>")
+    compactor.close()

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 import pytest
@@ -277,6 +277,39 @@ async def test_requests_never_carry_broken_tool_pairs() -> None:
     assert request.messages[0].role == "user"
     assert "restored output" in request.messages[0].text
     assert record.messages()[0].role == "tool"  # the record keeps the original
+
+
+async def test_r22b_each_round_repairs_only_what_is_new(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Requests are repaired incrementally: each message is taken in once across rounds."""
+    from steerable_compaction.compaction.pairs import PairRepair
+
+    taken: list[Message] = []
+    real = PairRepair.extend
+
+    def counting(self: PairRepair, messages: Sequence[Message]) -> None:
+        taken.extend(messages)
+        real(self, messages)
+
+    monkeypatch.setattr(PairRepair, "extend", counting)
+    record = MemoryRecord()
+    provider = Queue(call("c1"), call("c2"), call("c3"), Message.assistant("done"))
+    await CoreLoop(provider, record, tools=TOOLS).run_turn("please echo")
+    assert taken == record.messages()[:-1]  # the final reply was never part of a request
+    assert provider.requests[-1].messages == tuple(record.messages()[:-1])
+
+
+async def test_r22b_a_restored_dangling_call_is_answered_until_its_result_arrives() -> None:
+    """A call without a result in a restored record gets a stand-in answer in every request."""
+    record = MemoryRecord()
+    record.append_message(Message.user("goal"))
+    record.append_message(call("lost"))
+    provider = Queue(call("c1"), Message.assistant("done"))
+    await CoreLoop(provider, record, tools=TOOLS).run_turn("go on")
+    first, second = provider.requests
+    assert [m.role for m in first.messages] == ["user", "assistant", "tool", "user"]
+    assert first.messages[2].text.startswith("[no result recorded for echo call 'lost'")
+    assert second.messages[:4] == first.messages
+    assert second.messages[4:] == tuple(record.messages()[3:5])
 
 
 async def test_a_non_assistant_reply_is_a_provider_error() -> None:

@@ -2,8 +2,10 @@
 """Regenerate the machine-made corpora (JSON, shell output, agent transcripts) deterministically.
 
 Run: `python benchmarks/corpora/generate.py`. The prose, code and CJK corpora are hand-written
-and committed as they are; this script writes `api_response.json`, `shell_git.txt` and the
-`transcript_*.json` files from a fixed seed, so the same bytes come out on every machine.
+and committed as they are; this script writes `api_response.json`, `shell_git.txt`, the
+`transcript_*.json` files, prose in Arabic, Russian, Hindi and Thai (paragraphs drawn from
+sentences written for this project), emoji-heavy chat, base64 and minified JavaScript, from fixed
+seeds, so the same bytes come out on every machine.
 """
 
 from __future__ import annotations
@@ -298,11 +300,142 @@ JA_THOUGHTS = [
 ]
 
 
+# One work-log story in four scripts, written for these corpora (not translated from a source):
+# two-byte letters (Arabic, Cyrillic) and three-byte ones (Devanagari, Thai, written without
+# spaces between words).
+STORY = {
+    "ar": [
+        "بدأ الفريق يومه بمراجعة السجل الذي كتبه المناوب الليلي قبل مغادرته.",
+        "كان الخادم الرئيسي يعيد التشغيل كل ساعتين تقريبًا دون سبب واضح.",
+        "لاحظ أحد المهندسين أن الذاكرة تمتلئ ببطء حتى تتوقف العملية تمامًا.",
+        "اقترحت المديرة أن نكتب كل تجربة فاشلة في دفتر مشترك حتى لا نكررها.",
+        "بعد أسبوع من البحث وجدنا أن ملف الإعدادات القديم ما زال يُقرأ عند الإقلاع.",
+        "أضفنا اختبارًا جديدًا يتأكد من أن المهام الملغاة تُحذف من الطابور.",
+        "يفضّل بعض الزملاء الرسائل القصيرة، بينما يكتب آخرون شرحًا مفصلًا لكل تغيير.",
+        "عندما انقطعت الكهرباء في المكتب، واصلنا العمل من المقهى المجاور.",
+        "التوثيق الجيد يوفر ساعات طويلة على من يأتي بعدنا.",
+        "في نهاية الشهر راجعنا الأرقام وقررنا تقليل عدد النسخ الاحتياطية اليومية.",
+        "سألني المتدرب الجديد لماذا نحتفظ بسجلات عمرها ثلاث سنوات.",
+        "أجبته بأن أغرب الأخطاء تظهر مرة واحدة في السنة، وعندها نحتاج إلى التاريخ كله.",
+    ],
+    "ru": [
+        "Утром команда начала с разбора журнала, который оставил ночной дежурный.",
+        "Основной сервер перезагружался примерно каждые два часа без видимой причины.",
+        "Один из инженеров заметил, что память медленно заполняется, пока процесс не встанет.",
+        "Руководитель предложила записывать каждую неудачную попытку в общий блокнот.",
+        "Через неделю поисков выяснилось, что при запуске всё ещё читается старый файл настроек.",
+        "Мы добавили тест, который проверяет, что отменённые задачи удаляются из очереди.",
+        "Одни коллеги пишут короткие сообщения, другие подробно описывают каждое изменение.",
+        "Когда в офисе отключили электричество, мы продолжили работу из соседнего кафе.",
+        "Хорошая документация экономит долгие часы тем, кто придёт после нас.",
+        "В конце месяца мы проверили цифры и решили сократить число ежедневных копий.",
+        "Новый стажёр спросил, зачем мы храним журналы трёхлетней давности.",
+        "Я ответил, что самые странные ошибки случаются раз в год, и тогда нужна вся история.",
+    ],
+    "hi": [
+        "सुबह टीम ने उस लॉग को पढ़ना शुरू किया जो रात की पाली वाले साथी ने छोड़ा था।",
+        "मुख्य सर्वर लगभग हर दो घंटे में बिना किसी साफ़ कारण के दोबारा शुरू हो रहा था।",
+        "एक इंजीनियर ने देखा कि मेमोरी धीरे-धीरे भरती जाती है और फिर प्रक्रिया रुक जाती है।",
+        "प्रबंधक ने सुझाव दिया कि हर असफल प्रयोग को एक साझा नोटबुक में लिखा जाए।",
+        "एक हफ़्ते की खोज के बाद पता चला कि पुरानी सेटिंग फ़ाइल अब भी पढ़ी जा रही थी।",
+        "हमने एक नया परीक्षण जोड़ा जो जाँचता है कि रद्द किए गए काम कतार से हट जाएँ।",
+        "कुछ साथी छोटे संदेश पसंद करते हैं, जबकि दूसरे हर बदलाव को विस्तार से समझाते हैं।",
+        "जब दफ़्तर में बिजली चली गई, तो हमने पास के कैफ़े से काम जारी रखा।",
+        "अच्छा दस्तावेज़ हमारे बाद आने वालों के कई घंटे बचाता है।",
+        "महीने के अंत में हमने आँकड़े देखे और रोज़ के बैकअप घटाने का फ़ैसला किया।",
+        "नए प्रशिक्षु ने पूछा कि हम तीन साल पुराने लॉग क्यों सँभाल कर रखते हैं।",
+        "मैंने कहा कि सबसे अजीब गड़बड़ियाँ साल में एक बार आती हैं, तब पूरा इतिहास चाहिए।",
+    ],
+    "th": [
+        "ตอนเช้าทีมเริ่มงานด้วยการอ่านบันทึกที่เจ้าหน้าที่กะกลางคืนเขียนไว้ก่อนกลับบ้าน",
+        "เซิร์ฟเวอร์หลักรีสตาร์ตเองประมาณทุกสองชั่วโมงโดยไม่มีสาเหตุที่ชัดเจน",
+        "วิศวกรคนหนึ่งสังเกตว่าหน่วยความจำค่อย ๆ เต็มจนโปรเซสหยุดทำงาน",
+        "หัวหน้าเสนอให้จดการทดลองที่ล้มเหลวทุกครั้งลงในสมุดที่ใช้ร่วมกัน",
+        "หลังจากค้นหาอยู่หนึ่งสัปดาห์ เราพบว่าไฟล์ตั้งค่าเก่ายังถูกอ่านตอนเริ่มระบบ",
+        "เราเพิ่มการทดสอบใหม่ที่ตรวจว่างานที่ถูกยกเลิกจะถูกลบออกจากคิว",
+        "เพื่อนร่วมงานบางคนชอบข้อความสั้น ๆ ขณะที่บางคนอธิบายทุกการเปลี่ยนแปลงอย่างละเอียด",
+        "เมื่อไฟฟ้าในสำนักงานดับ เราย้ายไปทำงานต่อที่ร้านกาแฟข้าง ๆ",
+        "เอกสารที่ดีช่วยประหยัดเวลาหลายชั่วโมงให้คนที่มาทำงานต่อจากเรา",
+        "ปลายเดือนเราตรวจตัวเลขแล้วตัดสินใจลดจำนวนการสำรองข้อมูลรายวัน",
+        "พนักงานฝึกหัดคนใหม่ถามว่าทำไมเราต้องเก็บบันทึกที่มีอายุสามปี",
+        "ฉันตอบว่าข้อผิดพลาดที่แปลกที่สุดเกิดขึ้นปีละครั้ง และเมื่อนั้นเราต้องการประวัติทั้งหมด",
+    ],
+}
+
+
+def story(rng: random.Random, sentences: list[str], paragraphs: int = 14) -> str:
+    """Paragraphs of 3-6 sentences drawn from `sentences` (Thai joins them with a space)."""
+    out = []
+    for _ in range(paragraphs):
+        out.append(" ".join(rng.sample(sentences, rng.randint(3, 6))))
+    return "\n\n".join(out) + "\n"
+
+
+EMOJI = [
+    "🚀", "🎉", "🔥", "✅", "❌", "⚠️", "❤️", "👍", "👍🏽", "👎🏻", "🙏🏾", "😂", "🙂", "🤔", "😅",
+    "👀", "💡", "🐛", "🛠️", "📦", "📈", "🧪", "☕", "🍕", "🇯🇵", "🇧🇷", "🇩🇪", "1️⃣", "2️⃣",
+    "👨‍👩‍👧", "👩🏽‍💻", "🧑‍🚀", "🏳️‍🌈", "✨", "💯", "🎯", "🤖", "🦀", "🐍", "⏳", "🔒", "🧵",
+]  # fmt: skip
+CHAT_WORDS = [
+    "deploy", "done", "lgtm", "ship it", "tests green", "flaky again", "on it", "brb",
+    "merged", "rollback?", "nice catch", "who broke main", "coffee first", "fixed",
+    "review please", "standup in 5", "thanks", "same here", "it works locally",
+]  # fmt: skip
+
+
+def emoji_chat(rng: random.Random, lines: int = 160) -> str:
+    """A team chat where most of the text is emoji: skin tones, ZWJ families, flags, keycaps."""
+    out = []
+    for i in range(lines):
+        name = rng.choice(NAMES)
+        parts = [rng.choice(CHAT_WORDS)] if rng.random() < 0.6 else []
+        parts.append("".join(rng.choice(EMOJI) for _ in range(rng.randint(1, 5))))
+        if rng.random() < 0.3:
+            parts.append(rng.choice(EMOJI))
+        out.append(f"[{9 + i // 20:02d}:{(i * 7) % 60:02d}] {name}: {' '.join(parts)}")
+    return "\n".join(out) + "\n"
+
+
+def base64_blob(rng: random.Random, size: int = 4500) -> str:
+    """Random bytes as MIME base64 (76 characters a line), as a tool dumps an attachment."""
+    text = base64.b64encode(bytes(rng.randrange(256) for _ in range(size))).decode()
+    return "\n".join(text[i : i + 76] for i in range(0, len(text), 76)) + "\n"
+
+
+def minified_js(rng: random.Random, functions: int = 60) -> str:
+    """A minified JavaScript bundle on one line: short names, no spaces, dense punctuation."""
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    out = ['!function(e,t){"use strict";var n={};']
+    for i in range(functions):
+        f = rng.choice(letters) + rng.choice(letters + "0123456789_$")
+        a, b = rng.sample(letters, 2)
+        noun = rng.choice(NOUNS)
+        body = rng.choice(
+            [
+                f"return {a}&&{a}.__esModule?{a}:{{default:{a}}}",
+                f'if(!{a})throw new TypeError("{noun} required");return {a}.{noun}Id|0',
+                f"for(var {b}=0;{b}<{a}.length;{b}++)if({a}[{b}]==={rng.randint(0, 99)})return {b};"
+                "return-1",
+                f'return fetch("/api/{noun}s/"+{a},{{method:"GET"}}).then(function({b}){{return '
+                f"{b}.json()}})",
+                f"var {b}=Object.assign({{}},{a});return {b}.{noun}={b}.{noun}||[],{b}",
+            ]
+        )
+        out.append(f"n.{f}{i}=function({a},{b}){{{body}}};")
+    out.append('e.exports=n}(module,"undefined"!=typeof window?window:this);')
+    return "".join(out) + "\n"
+
+
 def main() -> None:
     """Write every generated corpus next to this script."""
     (HERE / "api_response.json").write_text(api_response(random.Random(7)))
     (HERE / "shell_git.txt").write_text(shell_git(random.Random(11)))
     (HERE / "misc_formats.txt").write_text(misc_formats(random.Random(13)))
+    for seed, (language, sentences) in enumerate(STORY.items(), start=21):
+        (HERE / f"{language}.txt").write_text(story(random.Random(seed), sentences))
+    (HERE / "emoji_chat.txt").write_text(emoji_chat(random.Random(31)))
+    (HERE / "base64.txt").write_text(base64_blob(random.Random(37)))
+    (HERE / "minified_js.txt").write_text(minified_js(random.Random(41)))
     sessions = {
         "transcript_en.json": (
             "You are a careful coding agent. Use the tools to inspect the repository before "

@@ -20,6 +20,10 @@ reads back what compaction took out of its context.
 R6: `STEERABLE_SIDECAR_SUMMARIZER=0` (or `false`/`off`/`no`) in the environment turns the LLM
 summarizer off, here and in `load_harness`; the older name `STEERABLE_SUMMARIZER` still works
 when the new one is not set.
+
+A step costs O(new messages): the continuity check looks at one message, tool pairs are repaired
+incrementally, and when nothing was compacted or repaired the list you passed is returned as it
+is. The sync methods share one event loop, closed by `close()` (or `with Compactor(...)`).
 """
 
 from __future__ import annotations
@@ -27,10 +31,13 @@ from __future__ import annotations
 import asyncio
 import inspect
 import os
+import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from types import TracebackType
 from typing import Any, Literal, TypeVar
 
-from .compaction import SummaryRequest, repair_tool_pairs
+from .compaction import SummaryRequest
+from .compaction.pairs import PairedProjection
 from .engine import CompactionHooks
 from .errors import ContextOverflowError, MessageError
 from .hooks import RequestErrorContext, StepContext, Summarizer
@@ -112,13 +119,34 @@ class Compactor:
             replay_images=replay_images,
             summarizer_timeout=summarizer_timeout,
         )
-        self._returned: list[Message] | None = None  # what the last prepare handed out
+        self._paired = PairedProjection(self.record)  # the repaired projection, kept in O(new)
+        self._handed: tuple[int, Message | None] | None = None  # length, last of the last request
         self._sent_count: int | None = None  # projection length behind it (the meter's unit)
         self._round = 0
         self._turn = 0
         self._compacted = False
         self._scanned = 0
         self._turn_marked = False  # `new_turn()` was called since the last prepare
+        self._runner: asyncio.Runner | None = None  # the sync methods' event loop, made lazily
+        self._finalizer: weakref.finalize[Any, Any] | None = None
+
+    def close(self) -> None:
+        """Close the event loop the sync methods use (the record stays open: it is yours)."""
+        if self._finalizer is not None:
+            self._finalizer()  # closes the runner once, and never again at garbage collection
+            self._finalizer = None
+        self._runner = None
+
+    def __enter__(self) -> Compactor:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
 
     @property
     def policy(self) -> CompactionPolicy:
@@ -174,24 +202,24 @@ class Compactor:
         The list must start with what `prepare` returned last: its length and its last message
         are checked (comparing every message would make each step O(transcript)).
         """
-        base = self._returned if self._returned is not None else self._repaired_projection()
-        if len(messages) < len(base):
+        if self._handed is None:
+            base = self._paired.sync()  # a reopened record: the request it would send
+            self._handed = len(base), base[-1] if base else None
+        length, last_message = self._handed
+        if len(messages) < length:
             raise MessageError(
-                f"got {len(messages)} messages but the last prepared request had {len(base)}: "
+                f"got {len(messages)} messages but the last prepared request had {length}: "
                 "pass back the list prepare() returned, with new messages appended"
             )
-        if base:
-            last = len(base) - 1
-            if messages[last] is not base[last] and messages[last] != base[last]:
+        if length:
+            last = length - 1
+            if messages[last] is not last_message and messages[last] != last_message:
                 raise MessageError(
                     "differs from the message prepare() returned at this position; pass back "
                     "the list prepare() returned, with new messages appended",
                     index=last,
                 )
-        return messages[len(base) :]
-
-    def _repaired_projection(self) -> list[Message]:
-        return repair_tool_pairs(self.record.projection.messages)
+        return messages[length:]
 
     async def prepare_async(
         self, messages: Sequence[Message], last_prompt_tokens: int | None = None
@@ -200,7 +228,8 @@ class Compactor:
 
         `last_prompt_tokens` is the provider's `prompt_tokens` for the previous request.
         """
-        return await self.extend_async(self._take_new(messages), last_prompt_tokens)
+        await self._step(self._take_new(messages), last_prompt_tokens)
+        return self._hand_out(messages)
 
     async def extend_async(
         self, new_messages: Sequence[Message], last_prompt_tokens: int | None = None
@@ -209,6 +238,11 @@ class Compactor:
 
         Framework adapters use it: their history is their own, so they pass what is new.
         """
+        await self._step(new_messages, last_prompt_tokens)
+        return self._hand_out()
+
+    async def _step(self, new_messages: Sequence[Message], last_prompt_tokens: int | None) -> None:
+        """Record `new_messages` and run the engine's pre-step on them."""
         if not self._turn_marked and any(m.role == "user" for m in new_messages):
             self._turn += 1
         self._turn_marked = False
@@ -220,19 +254,35 @@ class Compactor:
         await self.hooks.pre_step(
             StepContext(record=self.record, round=self._round, turn=self._turn)
         )
-        return self._hand_out()
 
-    def _hand_out(self) -> list[Message]:
-        """The request to send: the projection with broken tool pairs repaired (R22b)."""
+    def _hand_out(self, given: Sequence[Message] = ()) -> list[Message]:
+        """The request to send: the projection with broken tool pairs repaired (R22b).
+
+        When it is exactly `given` (nothing compacted or repaired), `given` itself comes back,
+        checked in O(new messages); otherwise a fresh list.
+        """
         self._sent_count = len(self.record.projection)
-        self._returned = self._repaired_projection()
-        return list(self._returned)
+        out = self._paired.sync()
+        repair = self._paired.repair
+        handed = self._handed[0] if self._handed is not None else 0
+        if (
+            isinstance(given, list)
+            and len(given) == len(out)
+            and repair.changed_from >= handed
+            and given[handed:] == out[handed:]  # the new messages: identical, or at least equal
+        ):
+            result = given
+        else:
+            result = list(out)
+        repair.mark()
+        self._handed = len(out), out[-1] if out else None
+        return result
 
     def prepare(
         self, messages: Sequence[Message], last_prompt_tokens: int | None = None
     ) -> list[Message]:
         """`prepare_async` for synchronous loops (not callable from a running event loop)."""
-        return _run(self.prepare_async(messages, last_prompt_tokens))
+        return self._run(self.prepare_async(messages, last_prompt_tokens))
 
     async def recover_overflow_async(self, error: ContextOverflowError) -> list[Message]:
         """After a context-overflow error: compact and return the messages to retry with.
@@ -250,17 +300,43 @@ class Compactor:
         self, new_messages: Sequence[Message], last_prompt_tokens: int | None = None
     ) -> list[Message]:
         """`extend_async` for synchronous loops."""
-        return _run(self.extend_async(new_messages, last_prompt_tokens))
+        return self._run(self.extend_async(new_messages, last_prompt_tokens))
 
     def recover_overflow(self, error: ContextOverflowError) -> list[Message]:
         """`recover_overflow_async` for synchronous loops."""
-        return _run(self.recover_overflow_async(error))
+        return self._run(self.recover_overflow_async(error))
+
+    def _run(self, coro: Coroutine[Any, Any, _T]) -> _T:
+        """Run `coro` on this compactor's own event loop (one per compactor, not one per call)."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            pass
+        else:
+            coro.close()
+            raise RuntimeError("called from a running event loop: use the *_async method instead")
+        if self._runner is None:
+            # Its own loop factory: the runner then leaves the thread's current loop alone.
+            self._runner = asyncio.Runner(loop_factory=asyncio.new_event_loop)
+            self._finalizer = weakref.finalize(self, _close_runner, self._runner)
+        loop = self._runner.get_loop()
+        # `Runner.run` would also install a SIGINT handler on every call (about 4x the cost of
+        # the step itself); an interrupt still cancels the task below before it propagates.
+        task = loop.create_task(coro)
+        try:
+            return loop.run_until_complete(task)
+        except BaseException:
+            if not task.done():
+                task.cancel()
+                loop.run_until_complete(asyncio.gather(task, return_exceptions=True))
+            raise
 
 
-def _run(coro: Coroutine[Any, Any, _T]) -> _T:
+def _close_runner(runner: asyncio.Runner) -> None:
+    """Close `runner`; collected inside another running loop, only its (idle) loop is closed."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(coro)
-    coro.close()
-    raise RuntimeError("called from a running event loop: use the *_async method instead")
+        runner.close()
+    else:  # `Runner.close` would have to run its loop, which cannot start inside another
+        runner.get_loop().close()

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .compaction import repair_tool_pairs
+from .compaction.pairs import PairedProjection
 from .errors import ProviderError
 from .hooks import (
     ChainHooks,
@@ -114,6 +114,7 @@ class CoreLoop:
         self.round = 0
         self.turn = 0
         self._compact_requested = False
+        self._paired = PairedProjection(record)  # repaired in O(new messages) per round
 
     @property
     def history_offered(self) -> bool:
@@ -139,13 +140,12 @@ class CoreLoop:
         self._compact_requested = True
 
     def _request(self) -> tuple[CompletionRequest, int]:
-        projected = list(self.record.projection.messages)
         request = CompletionRequest(
-            messages=tuple(repair_tool_pairs(projected)),
+            messages=tuple(self._paired.sync()),
             tools=self.tool_specs,
             max_output_tokens=self.max_output_tokens,
         )
-        return request, len(projected)
+        return request, len(self.record.projection)
 
     async def _complete(self) -> tuple[Completion, int, tuple[CompactionOutcome, ...]]:
         """One request, retried as the error hooks say.

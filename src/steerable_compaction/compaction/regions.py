@@ -28,10 +28,10 @@ Pairing: `pair_issues` finds tool results whose call is gone and calls left with
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from ..messages import Message, TextPart, ToolCall
+from ..messages import Message, TextPart, ToolCall, ToolResult
 
 __all__ = [
     "REMINDER_TAG",
@@ -43,6 +43,8 @@ __all__ = [
     "is_goal_candidate",
     "is_summary",
     "newest_turn",
+    "no_result_message",
+    "orphan_note",
     "pair_issues",
     "pinned_indices",
     "repair_tool_pairs",
@@ -303,27 +305,36 @@ def repair_tool_pairs(messages: Sequence[Message]) -> list[Message]:
     pending: list[str] = []
     for i, message in enumerate(messages):
         if pending and (message.role != "tool" or i in orphans):
-            out.extend(_no_result(cid, names) for cid in pending)
+            out.extend(no_result_message(cid, names) for cid in pending)
             pending = []
         if i in orphans:
             result = message.tool_result
             assert result is not None
-            parts: list[TextPart] = [
-                TextPart(
-                    text=f"[tool result for call {result.call_id!r}, whose call is not in "
-                    f"this transcript{', an error' if result.is_error else ''}]:\n{result.text}"
-                )
-            ]
-            out.append(Message(role="user", parts=tuple(parts)))
+            out.append(orphan_note(result))
             continue
         out.append(message)
         if i in missing:
             pending = missing[i]
-    out.extend(_no_result(cid, names) for cid in pending)
+    out.extend(no_result_message(cid, names) for cid in pending)
     return out
 
 
-def _no_result(call_id: str, names: dict[str, str]) -> Message:
+def orphan_note(result: ToolResult) -> Message:
+    """The user note that stands in for a tool result whose call is not in the transcript."""
+    error = ", an error" if result.is_error else ""
+    return Message(
+        role="user",
+        parts=(
+            TextPart(
+                text=f"[tool result for call {result.call_id!r}, whose call is not in "
+                f"this transcript{error}]:\n{result.text}"
+            ),
+        ),
+    )
+
+
+def no_result_message(call_id: str, names: Mapping[str, str]) -> Message:
+    """The error result that answers a call left without one (`names` maps ids to tools)."""
     return Message.tool(
         call_id,
         f"[no result recorded for {names.get(call_id, 'this tool')} call {call_id!r}]",

@@ -108,7 +108,7 @@ class ArmHooks:
         self.policy = ctx.policy
         self.tool_specs = tuple(tool.spec for tool in ctx.tools)
         self.summary_max_tokens = ctx.summary_max_tokens
-        self.meter = TokenMeter(ctx.model)
+        self.meter = TokenMeter(ctx.model, online_calibration=False)  # peers price statically
         self.writer = CompactionWriter(
             ctx.record,
             self.meter,
