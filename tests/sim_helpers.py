@@ -3,39 +3,93 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from pathlib import Path
+from unittest.mock import patch
 
 from steerable_compaction import Message, ToolCall
 from steerable_compaction.policy import resolve_compaction_policy
-from steerable_compaction.record import MemoryRecord
-from steerable_compaction.sim import TASK_NAMES, build_task, run_session
-from steerable_compaction.sim.agent import visible_lines
+from steerable_compaction.providers.base import CompletionRequest
+from steerable_compaction.record import MemoryRecord, MessageAppended
+from steerable_compaction.sim import TASK_NAMES, build_task, run_session, runner
+from steerable_compaction.sim.agent import observation_message, visible_lines
 from steerable_compaction.sim.arms import ArmContext
 from steerable_compaction.sim.provider import SimClock, SimProvider
 from steerable_compaction.sim.runner import RunResult
 from steerable_compaction.sim.tasks import Task
 from steerable_compaction.testing import CacheRules
 
-_CACHE: dict[tuple[str, str, float], RunResult] = {}
-
 
 def run(task: str, arm: str, scale: float = 1.0) -> RunResult:
     """One simulated session, memoized for the test run (sessions are deterministic)."""
+    return play(task, arm, scale).result
+
+
+def session_messages(task: Task) -> list[Message]:
+    """Every message the session states, uncompacted, as the host and agent send them.
+
+    Calls and commands are left out: only what the host, the user and the tools say.
+    """
+    messages = [Message.system(task.system), *task.restored, *task.demonstration]
+    for turn in task.turns:
+        messages.append(turn.user)
+        for step in turn.steps:
+            for one in (step, *step.parallel):
+                if turn.observations:
+                    messages.append(observation_message(one))
+                    continue
+                output = one.output if isinstance(one.output, str) else list(one.output)
+                messages.append(Message.tool("c", output))
+    return messages
+
+
+@dataclass(frozen=True, slots=True)
+class Played:
+    """A session with what it sent: requests the provider got and every message recorded."""
+
+    result: RunResult
+    requests: tuple[CompletionRequest, ...]
+    messages: tuple[Message, ...]
+
+
+_PLAYED: dict[tuple[str, str, float], Played] = {}
+
+
+def play(task: str, arm: str, scale: float = 1.0, *, cached: bool = True) -> Played:
+    """`run_session` for `task` (seed 0) with its provider and record kept (memoized)."""
     key = (task, arm, scale)
-    if key not in _CACHE:
-        _CACHE[key] = asyncio.run(run_session(build_task(task, 0, scale=scale), arm))
-    return _CACHE[key]
+    if cached and key in _PLAYED:
+        return _PLAYED[key]
+    providers: list[SimProvider] = []
+    records: list[MemoryRecord] = []
+
+    class KeptProvider(SimProvider):
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+            providers.append(self)
+
+    class KeptRecord(MemoryRecord):
+        def __init__(self) -> None:
+            super().__init__()
+            records.append(self)
+
+    with (
+        patch.object(runner, "SimProvider", KeptProvider),
+        patch.object(runner, "MemoryRecord", KeptRecord),
+    ):
+        result = asyncio.run(run_session(build_task(task, 0, scale=scale), arm))
+    (provider,), (record,) = providers, records
+    messages = tuple(
+        e.event.message for e in record.entries if isinstance(e.event, MessageAppended)
+    )
+    played = Played(result, tuple(e.request for e in provider.exchanges), messages)
+    _PLAYED.setdefault(key, played)
+    return played
 
 
 def statements(task: Task) -> list[str]:
     """Every line the session states, as the agent could see it uncompacted."""
-    messages = [Message.system(task.system), *task.restored]
-    for turn in task.turns:
-        messages.append(turn.user)
-        for step in turn.steps:
-            output = step.output if isinstance(step.output, str) else list(step.output)
-            messages.append(Message.tool("c", output))
-    return visible_lines(messages)
+    return visible_lines(session_messages(task))
 
 
 def mean_recall(arm: str) -> float:

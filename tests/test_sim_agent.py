@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from steerable_compaction import Message
+from steerable_compaction import Message, TextPart
 from steerable_compaction.providers.base import CompletionRequest
 from steerable_compaction.sim import build_task
-from steerable_compaction.sim.agent import ScriptedAgent
+from steerable_compaction.sim.agent import ScriptedAgent, command_text, observation_message
+from steerable_compaction.sim.content import screenshot
+from steerable_compaction.sim.tasks import Step, Turn
 
 
 async def test_agent_fails_loudly_off_script() -> None:
@@ -17,3 +21,59 @@ async def test_agent_fails_loudly_off_script() -> None:
         agent.respond(CompletionRequest(messages=(Message.user("hi"),)))
     with pytest.raises(RuntimeError, match="pending"):
         await agent.run_tool("read_file", {})
+
+
+def _step(tool: str, output: str, parallel: tuple[Step, ...] = ()) -> Step:
+    return Step(
+        tool=tool,
+        arguments=json.dumps({"path": f"src/{tool}.py"}),
+        thought=f"Using {tool}.",
+        output=output,
+        parallel=parallel,
+    )
+
+
+async def test_agent_types_commands_and_hands_each_output_back_once() -> None:
+    """In an observations turn a step is plain text with the command; no call is pending."""
+    agent = ScriptedAgent(build_task("light", 0, scale=0.2))
+    steps = (_step("read_file", "one"), _step("grep", "two"))
+    agent.begin(Turn(user=Message.user("go"), steps=steps, reply="done", observations=True))
+    request = CompletionRequest(messages=(Message.user("go"),))
+    assert agent.observation() is None
+    first = agent.respond(request)
+    assert not first.tool_calls
+    assert first.text == "Using read_file.\n\n```\nread_file src/read_file.py\n```"
+    assert agent.observation() == Message.user("OBSERVATION:\none")
+    assert agent.observation() is None  # handed back once
+    with pytest.raises(RuntimeError, match="pending"):
+        await agent.run_tool("read_file", {})
+    assert agent.respond(request).text.endswith("grep src/grep.py\n```")
+    assert agent.observation() == Message.user("OBSERVATION:\ntwo")
+    assert agent.respond(request) == Message.assistant("done")
+    assert (agent.steps, agent.calls) == (2, 0)
+
+
+async def test_agent_makes_parallel_calls_in_one_message_and_runs_them_in_order() -> None:
+    """A step with `parallel` calls is one assistant message; outputs come back in call order."""
+    agent = ScriptedAgent(build_task("light", 0, scale=0.2))
+    step = _step("read_file", "a", (_step("grep", "b"), _step("list_dir", "c")))
+    agent.begin(Turn(user=Message.user("go"), steps=(step,), reply="done"))
+    reply = agent.respond(CompletionRequest(messages=(Message.user("go"),)))
+    assert [(c.id, c.name) for c in reply.tool_calls] == [
+        ("call_1", "read_file"),
+        ("call_2", "grep"),
+        ("call_3", "list_dir"),
+    ]
+    assert reply.text == "Using read_file."
+    with pytest.raises(RuntimeError, match="pending"):
+        await agent.run_tool("grep", {})  # out of order
+    assert [await agent.run_tool(n, {}) for n in ("read_file", "grep", "list_dir")] == list("abc")
+    assert (agent.steps, agent.calls) == (1, 3) and agent.observation() is None
+
+
+def test_an_observation_of_a_picture_keeps_the_picture() -> None:
+    """An output with an image comes back as a user message holding the same image."""
+    picture = screenshot(80, 60, "a chart")
+    step = Step(tool="screenshot", arguments="", thought="Look.", output=(picture,))
+    assert observation_message(step).parts == (TextPart(text="OBSERVATION:"), picture)
+    assert command_text(step) == "Look.\n\n```\nscreenshot\n```"

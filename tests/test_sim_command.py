@@ -50,6 +50,9 @@ def test_eval_command_writes_a_table_results_json_and_a_png(
         ("light", "current"),
     ]
     assert "naive" in document["arm_sources"] and document["tasks"]["light"]["window"] == 16_384
+    assert all(isinstance(r["no_assistant_requests"], int) for r in document["runs"])
+    head, *_ = captured.out.splitlines()
+    assert head.split()[-4:] == ["comp", "no-asst", "death", "trace"]
     assert (out / "eval.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import re
+from collections import Counter
+
 import pytest
 
+from steerable_compaction import Message
 from steerable_compaction.sim import TASK_NAMES, build_task
-from steerable_compaction.sim.tasks import Needle, find_answer
+from steerable_compaction.sim.agent import observation_message, visible_lines
+from steerable_compaction.sim.content import image_text
+from steerable_compaction.sim.tasks import Needle, Task, find_answer
 
-from .sim_helpers import statements
+from .sim_helpers import play, run, statements
 
 
 @pytest.mark.parametrize("name", TASK_NAMES)
@@ -64,3 +70,140 @@ def test_questions_and_answers_follow_the_needle_language() -> None:
     lines = ["the DB port is 11111.", "noise 99999", "the db port is now 22222 (moved)"]
     assert find_answer(en, lines) == "22222"
     assert find_answer(en, ["the db port is unknown"]) is None
+
+
+# -- where needles are stated, and the shapes the memory-mechanism tasks promise ------------------
+
+_NEW_TASKS = ("observations_as_user", "demonstration", "parallel_screenshots", "chain")
+
+
+def _sites(task: Task) -> list[tuple[str, int, list[str]]]:
+    """(kind, step, visible lines) of every message part the session states, in order."""
+    sites: list[tuple[str, int, list[str]]] = [
+        ("log", -1, visible_lines([m])) for m in (*task.restored, *task.demonstration)
+    ]
+    n = 0
+    for turn in task.turns[:-1]:
+        sites.append(("user", n, turn.user.text.split("\n")))
+        sites += [("user image", n, [image_text(i) or ""]) for i in turn.user.images]
+        for step in turn.steps:
+            for one in (step, *step.parallel):
+                kind = "observation" if turn.observations else "tool"
+                if turn.observations:
+                    message = observation_message(one)
+                else:
+                    output = one.output if isinstance(one.output, str) else list(one.output)
+                    message = Message.tool("c", output)
+                sites.append((kind, n, message.text.split("\n")))
+                sites += [(f"{kind} image", n, [image_text(i) or ""]) for i in message.images]
+            n += 1
+    return sites
+
+
+_KINDS = {  # carrier -> the kinds of site that may state it
+    "user": ("user",),
+    "caption": ("user",),
+    "tool": ("tool",),
+    "giant": ("tool",),
+    "observation": ("observation",),
+    "image": ("tool image", "user image"),
+}
+
+
+@pytest.mark.parametrize("name", [n for n in TASK_NAMES if n != "restored_orphans"])
+def test_needles_are_stated_where_and_when_the_plan_says(name: str) -> None:
+    """Each needle is stated once, in a part of its carrier's kind, at the step it records."""
+    task = build_task(name, 0)
+    sites = _sites(task)
+    for needle in task.needles:
+        found = [(kind, step) for kind, step, lines in sites if find_answer(needle, lines)]
+        assert len(found) == 1, (needle, found)
+        kind, step = found[0]
+        assert kind in _KINDS[needle.carrier] and step == needle.step, (needle, kind, step)
+        if needle.carrier == "caption":  # a caption is the text of a message with a picture
+            stated = next(t for t in task.turns if needle.value in t.user.text)
+            assert stated.user.images
+
+
+@pytest.mark.parametrize("name", _NEW_TASKS)
+def test_a_session_plays_the_same_bytes_for_a_seed(name: str) -> None:
+    """Playing a task twice sends the same requests and records the same messages."""
+    first = play(name, "current", 0.3)
+    again = play(name, "current", 0.3, cached=False)
+    assert first.requests and first.requests == again.requests
+    assert first.messages == again.messages
+
+
+def test_observations_as_user_sends_commands_as_text_and_outputs_as_user_messages() -> None:
+    """No tool is offered or called: commands are text, outputs come back as user messages.
+
+    As SWE-agent plays it; roles alternate user/assistant after the system prompt.
+    """
+    task = build_task("observations_as_user", 0)
+    played = play("observations_as_user", "current")
+    assert task.tools == () and all(t.observations for t in task.turns[:-1])
+    assert played.result.death is None and played.result.compactions > 0
+    for request in played.requests:
+        assert request.tools == ()
+        assert all(m.role != "tool" and not m.tool_calls for m in request.messages)
+    system, *rest = played.messages
+    assert system.role == "system"
+    assert [m.role for m in rest] == ["user", "assistant"] * (len(rest) // 2)
+    observations = [m for m in rest if m.text.startswith("OBSERVATION:\n")]
+    assert len(observations) == sum(len(t.steps) for t in task.turns)
+    commands = [a for a, u in zip(rest[1::2], rest[2::2], strict=False) if u in observations]
+    assert len(commands) == len(observations)
+    assert all(re.search(r"\n```\n\w+ .+\n```$", c.text) for c in commands)
+
+
+def test_demonstration_comes_before_the_real_task_which_the_host_pins() -> None:
+    """A demonstration (example task, tool rounds, a reply), then the pinned real task.
+
+    The task message is the only pinned message and states the first needle.
+    """
+    task = build_task("demonstration", 0)
+    demo = task.demonstration
+    assert demo[0].role == "user" and not demo[0].pinned
+    rounds = demo[1:-1]
+    assert len(rounds) == 10 and all(
+        a.role == "assistant" and len(a.tool_calls) == 1 and r.role == "tool"
+        for a, r in zip(rounds[::2], rounds[1::2], strict=True)
+    )
+    assert demo[-1].role == "assistant" and not demo[-1].tool_calls
+    pinned = [t.user for t in task.turns if t.user.pinned]
+    assert pinned == [task.turns[0].user] and task.needles[0].value in pinned[0].text
+    played = play("demonstration", "current")
+    assert played.messages[: len(demo) + 2] == (Message.system(task.system), *demo, pinned[0])
+
+
+def test_parallel_screenshots_makes_two_and_three_calls_in_one_message() -> None:
+    """Every third step is one assistant message with 2 or 3 parallel screenshot calls.
+
+    Each call is answered by its own result holding a picture; three user messages paste one.
+    """
+    task = build_task("parallel_screenshots", 0)
+    played = play("parallel_screenshots", "current")
+    assert played.result.death is None
+    messages = played.messages
+    sizes = Counter(len(m.tool_calls) for m in messages if m.role == "assistant")
+    assert set(sizes) == {0, 1, 2, 3} and sizes[2] and sizes[3]
+    for i, message in enumerate(messages):
+        calls = message.tool_calls
+        if len(calls) > 1:
+            results = messages[i + 1 : i + 1 + len(calls)]
+            assert [r.parts[0].call_id for r in results] == [c.id for c in calls]  # type: ignore[union-attr]
+            assert all(
+                c.name == "screenshot" and len(r.images) == 1
+                for c, r in zip(calls, results, strict=True)
+            )
+    pasted = [t.user for t in task.turns if t.user.images]
+    assert len(pasted) == 3 and all(len(m.images) == 1 for m in pasted)
+
+
+def test_chain_states_every_fact_early_in_a_tool_result_and_compacts_often() -> None:
+    """All needles are in tool results in the first quarter; `current` compacts >= 8 times."""
+    task = build_task("chain", 0)
+    steps = sum(len(t.steps) for t in task.turns)
+    assert {n.carrier for n in task.needles} == {"tool"}
+    assert max(n.step for n in task.needles) < steps / 4
+    assert run("chain", "current").compactions >= 8

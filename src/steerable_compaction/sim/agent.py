@@ -6,19 +6,40 @@ context holds (so every arm faces the same session); in the question turn it ans
 question from the request's lines (text, plus what its vision reads in images still present),
 newest statement first. A fact that was folded, masked, summarized away or offloaded is not
 there to be found.
+
+A step is a tool call (with its `parallel` calls in the same message), or, in a turn played as
+`observations`, a command typed in plain text whose output the harness sends back as the next
+user message (`command_text`, `observation_message`).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..messages import ContentPart, Message, ToolCall
+from ..messages import ContentPart, Message, TextPart, ToolCall
 from ..providers.base import CompletionRequest
 from .content import image_text
 from .tasks import Step, Task, Turn, find_answer
 
-__all__ = ["ScriptedAgent", "visible_lines"]
+__all__ = ["ScriptedAgent", "command_text", "observation_message", "visible_lines"]
+
+OBSERVATION_HEAD = "OBSERVATION:"
+
+
+def command_text(step: Step) -> str:
+    """`step` typed as a command in plain text: its thought, then the command in a code block."""
+    arguments = json.loads(step.arguments) if step.arguments.strip() else {}
+    words = " ".join(str(value) for value in arguments.values())
+    return f"{step.thought}\n\n```\n{step.tool} {words}".rstrip() + "\n```"
+
+
+def observation_message(step: Step) -> Message:
+    """The user message that carries `step`'s output back to the agent (SWE-agent style)."""
+    if isinstance(step.output, str):
+        return Message.user(f"{OBSERVATION_HEAD}\n{step.output}")
+    return Message.user((TextPart(text=OBSERVATION_HEAD), *step.output))
 
 
 def visible_lines(messages: Sequence[Message]) -> list[str]:
@@ -44,8 +65,10 @@ class ScriptedAgent:
         self.task = task
         self.turn: Turn | None = None
         self._next = 0
-        self._pending: Step | None = None
+        self._pending: list[Step] = []  # called, not run yet, in call order
+        self._observed: Step | None = None  # typed as a command, its output not sent back yet
         self.calls = 0
+        self.steps = 0  # steps taken: tool rounds (parallel calls count once) or commands
         self.requests = 0
         self.answers: dict[str, str | None] = {}
 
@@ -53,6 +76,7 @@ class ScriptedAgent:
         """Start `turn`: its steps are taken in order, then it replies."""
         self.turn = turn
         self._next = 0
+        self._observed = None
 
     def respond(self, request: CompletionRequest) -> Message:
         """The next assistant message for `request`."""
@@ -71,18 +95,33 @@ class ScriptedAgent:
         if self._next < len(turn.steps):
             step = turn.steps[self._next]
             self._next += 1
-            self.calls += 1
-            self._pending = step
-            call = ToolCall(id=f"call_{self.calls}", name=step.tool, arguments=step.arguments)
-            return Message.assistant(step.thought, [call])
+            self.steps += 1
+            if turn.observations:
+                self._observed = step
+                return Message.assistant(command_text(step))
+            calls = []
+            for one in (step, *step.parallel):
+                self.calls += 1
+                calls.append(
+                    ToolCall(id=f"call_{self.calls}", name=one.tool, arguments=one.arguments)
+                )
+            self._pending = [step, *step.parallel]
+            return Message.assistant(step.thought, calls)
         return Message.assistant(turn.reply)
 
+    def observation(self) -> Message | None:
+        """The user message carrying the output of the command just typed, once; else `None`.
+
+        The harness sends it as the next user message after a turn played as `observations`.
+        """
+        step, self._observed = self._observed, None
+        return None if step is None else observation_message(step)
+
     async def run_tool(self, name: str, arguments: Mapping[str, Any]) -> str | list[ContentPart]:
-        """The output of the step just called (the loop runs each call right after the reply)."""
-        step = self._pending
-        if step is None or step.tool != name:
+        """The output of the next pending call (the loop runs calls in order after the reply)."""
+        if not self._pending or self._pending[0].tool != name:
             raise RuntimeError(f"tool {name!r} was not the agent's pending call")
-        self._pending = None
+        step = self._pending.pop(0)
         if isinstance(step.output, str):
             return step.output
         return list(step.output)

@@ -151,6 +151,14 @@ _SIZES = {  # (min, max) lines per tool output
         "grep": (3, 10),
         "list_dir": (5, 14),
     },
+    "medium": {
+        "read_file": (40, 110),
+        "read_logs": (25, 70),
+        "read_config": (20, 50),
+        "run_tests": (30, 110),
+        "grep": (8, 25),
+        "list_dir": (12, 35),
+    },
     "heavy": {
         "read_file": (90, 260),
         "read_logs": (60, 170),

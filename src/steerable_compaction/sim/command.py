@@ -125,6 +125,7 @@ def _row(run: RunResult) -> list[str]:
         f"{run.cost_usd['deepseek']:.4f}",
         str(run.summary_calls),
         str(run.compactions),
+        str(run.no_assistant_requests),
         str(run.overflow_deaths) if run.death is None or run.overflow_deaths else "err",
         trace or "ok",
     ]
@@ -132,7 +133,7 @@ def _row(run: RunResult) -> list[str]:
 
 def _render(rows: list[list[str]]) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    right = {2, 3, 4, 5, 6, 7, 8, 9, 10, 11}
+    right = {2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}
     lines = []
     for row in rows:
         cells = [
@@ -155,6 +156,7 @@ _HEAD = [
     "$deepseek",
     "sums",
     "comp",
+    "no-asst",
     "death",
     "trace",
 ]
@@ -177,6 +179,7 @@ def format_table(results: EvalResults) -> str:
             "$openai",
             "$deepseek",
             "sums",
+            "no-asst",
             "deaths",
         ]
     ]
@@ -194,13 +197,17 @@ def format_table(results: EvalResults) -> str:
                 f"{sum(r.cost_usd['openai'] for r in runs):.3f}",
                 f"{sum(r.cost_usd['deepseek'] for r in runs):.4f}",
                 str(sum(r.summary_calls for r in runs)),
+                str(sum(r.no_assistant_requests for r in runs)),
                 str(sum(r.death is not None for r in runs)),
             ]
         )
     note = (
         "hit: cached/prompt tokens over all requests, sum-hit: over summarizer requests "
-        "(Anthropic cache rules); death: 1 = context overflow ended the session, err = another "
-        "error did; trace: L2 violations by check (peer arms: " + ", ".join(PEER_ARMS) + ")."
+        "(Anthropic cache rules); no-asst: agent requests after the first compaction with no "
+        "assistant message after the head; death: 1 = context overflow ended the session, err = "
+        "another error did; trace: L2 violations by check (peer arms: "
+        + ", ".join(PEER_ARMS)
+        + ")."
     )
     overall = "over all tasks (recall: mean of the tasks)"
     return f"{_render(rows)}\n\n{overall}\n{_render(totals)}\n\n{note}"

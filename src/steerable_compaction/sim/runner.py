@@ -5,6 +5,10 @@
 agent or, for summary requests, the extractive summarizer. When the session ends (or dies), the
 agent's answers give recall, the provider's log gives tokens, cache reads and costs, and
 `check_trace` runs over the record and every request. `run_eval` does this for many pairs.
+
+The runner is the host: it writes the system prompt, a restored log and a demonstration into the
+record, then sends each turn's user message; in a turn played as `observations` it sends the
+output of every command the agent typed as the next user message, one `run_turn` each.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from ..loop import Tool, ToolOutput
 from ..messages import Message
 from ..policy import resolve_compaction_policy
 from ..providers.base import CompletionRequest
-from ..record import CompactionBoundary, MemoryRecord, Usage
+from ..record import CompactionBoundary, MemoryRecord, Record, Usage
 from ..trace import check_trace
 from .agent import ScriptedAgent
 from .arms import (
@@ -153,6 +157,7 @@ class RunResult:
     summary_cached_tokens: int
     summary_cache_hit_rate: float | None
     compactions: int
+    no_assistant_requests: int
     overflow_deaths: int
     death: str | None
     cost_usd: dict[str, float]
@@ -183,6 +188,39 @@ def _tools(task: Task, agent: ScriptedAgent) -> tuple[Tool, ...]:
     )
 
 
+def head_size(messages: Sequence[Message]) -> int:
+    """The head of a request: its leading system messages and the user message right after."""
+    n = 0
+    while n < len(messages) and messages[n].role == "system":
+        n += 1
+    return n + 1 if n < len(messages) and messages[n].role == "user" else n
+
+
+class _AssistantWatch:
+    """Counts agent requests after the record's first compaction with no assistant message.
+
+    Only messages after the request's head count (`head_size`); see `no_assistant_requests`.
+    """
+
+    def __init__(self, record: Record) -> None:
+        self.record = record
+        self._scanned = 0
+        self._compacted = False
+        self.count = 0
+
+    def see(self, request: CompletionRequest) -> None:
+        """Look at one agent request about to be answered."""
+        entries = self.record.entries
+        while not self._compacted and self._scanned < len(entries):
+            self._compacted = isinstance(entries[self._scanned].event, CompactionBoundary)
+            self._scanned += 1
+        if not self._compacted:
+            return
+        messages = request.messages
+        if not any(m.role == "assistant" for m in messages[head_size(messages) :]):
+            self.count += 1
+
+
 async def run_session(
     task: Task,
     arm: str,
@@ -201,19 +239,21 @@ async def run_session(
     clock = SimClock()
     agent = ScriptedAgent(task)
     summarize = summarizer if summarizer is not None else ExtractiveSummarizer()
+    record = MemoryRecord()
+    watch = _AssistantWatch(record)
 
     def answer(request: CompletionRequest) -> Message:
         if is_summary_call(request):
             clock.advance(SUMMARY_SECONDS)
             return Message.assistant(summarize(request))
         clock.advance(AGENT_SECONDS)
+        watch.see(request)
         return agent.respond(request)
 
     provider = SimProvider(answer, window=task.window, rules=RULES[PRIMARY](), clock=clock)
-    record = MemoryRecord()
     record.append_message(Message.system(task.system))
-    for message in task.restored:
-        record.append_message(message)
+    for written in (*task.restored, *task.demonstration):
+        record.append_message(written)
     policy = resolve_compaction_policy(model, task.window)
     death: str | None = None
     with tempfile.TemporaryDirectory(prefix="steerable-sim-") as scratch:
@@ -230,8 +270,11 @@ async def run_session(
         built = spec.build(ctx)
         for turn in task.turns:
             agent.begin(turn)
+            message: Message | None = turn.user
             try:
-                await built.loop.run_turn(turn.user)
+                while message is not None:  # observations come back as further user messages
+                    await built.loop.run_turn(message)
+                    message = agent.observation()
             except (ContextOverflowError, OverflowRetriesExhaustedError):
                 death = "overflow"
                 break
@@ -241,8 +284,8 @@ async def run_session(
             except CompactionError as exc:  # an engine failure ends the session: report it
                 death = f"engine error: {type(exc).__name__}: {str(exc)[:160]}"
                 break
-    result = await _measure(task, arm, agent, provider, record, built, death)
-    lost = loss_causes(task.needles, record.entries, result.recalled, agent.calls)
+    result = await _measure(task, arm, agent, provider, record, built, death, watch.count)
+    lost = loss_causes(task.needles, record.entries, result.recalled, agent.steps)
     return replace(result, lost=lost, model=model)
 
 
@@ -296,6 +339,7 @@ async def _measure(
     record: MemoryRecord,
     built: BuiltArm,
     death: str | None,
+    no_assistant: int,
 ) -> RunResult:
     exchanges = provider.exchanges
     usages = _Usages.of(exchanges)
@@ -329,6 +373,7 @@ async def _measure(
         summary_cached_tokens=sum(u.cached_tokens for u in usages.summaries),
         summary_cache_hit_rate=cache_hit_rate(usages.summaries),
         compactions=sum(1 for e in record.entries if isinstance(e.event, CompactionBoundary)),
+        no_assistant_requests=no_assistant,
         overflow_deaths=int(death == "overflow"),
         death=death,
         cost_usd=costs,

@@ -1,9 +1,9 @@
 # ruff: noqa: RUF001  (CJK questions use full-width punctuation on purpose)
 """The values a simulated session is made of: needles, steps, turns, tasks; and answering.
 
-A `Needle` is a fact stated once (in a user message, a tool result, a screenshot's pixels, an
-image caption, a restored orphan result) and asked for in the final turn; `find_answer` is how
-the agent answers it from the lines it can see.
+A `Needle` is a fact stated once (in a user message, a tool result, a tool observation sent back
+as a user message, a screenshot's pixels, an image caption, a restored orphan result) and asked
+for in the final turn; `find_answer` is how the agent answers it from the lines it can see.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from ..messages import ContentPart, Message
 
 __all__ = ["Carrier", "Language", "Needle", "Position", "Step", "Task", "Turn", "find_answer"]
 
-Carrier: TypeAlias = Literal["user", "tool", "image", "caption", "orphan", "giant"]
+Carrier: TypeAlias = Literal["user", "tool", "observation", "image", "caption", "orphan", "giant"]
 Position: TypeAlias = Literal["head", "middle", "tail", "whole"]
 Language: TypeAlias = Literal["en", "zh", "ja"]
 
@@ -49,22 +49,31 @@ class Needle:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Step:
-    """One tool round: the agent's thought, its call, and what the tool returns."""
+    """One tool round: the agent's thought, its call, and what the tool returns.
+
+    `parallel` holds further calls the agent makes in the same assistant message, in order.
+    """
 
     tool: str
     arguments: str
     thought: str
     output: str | tuple[ContentPart, ...]
+    parallel: tuple[Step, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Turn:
-    """A user message, the tool rounds the agent takes for it, then its reply."""
+    """A user message, the tool rounds the agent takes for it, then its reply.
+
+    With `observations` the agent types each step as a command in plain assistant text (no tool
+    call) and the harness sends the step's output back as the next user message (SWE-agent).
+    """
 
     user: Message
     steps: tuple[Step, ...]
     reply: str
     questions: tuple[Needle, ...] = ()
+    observations: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -80,6 +89,7 @@ class Task:
     needles: tuple[Needle, ...]
     tools: tuple[str, ...]
     restored: tuple[Message, ...] = ()  # a cut log the session resumes from (after the system)
+    demonstration: tuple[Message, ...] = ()  # a worked example the host puts before the task
 
     @property
     def rounds(self) -> int:

@@ -1,9 +1,10 @@
 """Simulated agent sessions with planted needles (L1.5): the task catalogue.
 
-A `Task` is a deterministic session: a system prompt, optionally a restored log, and user turns,
-each a list of tool `Step`s the scripted agent takes, then a final turn asking for every needle.
+A `Task` is a deterministic session: a system prompt, optionally a restored log or a
+demonstration, and user turns, each a list of `Step`s the scripted agent takes (tool calls, or
+commands typed as text in an `observations` turn), then a final turn asking for every needle.
 `build_task(name, seed)` builds one of `TASK_NAMES`; the same name, seed and scale always give
-the same session, byte for byte.
+the same session, byte for byte. `standard.md` describes each task.
 
 Needles are planted at evenly spaced points of the session, in positions fixed by the task's
 plan, never chosen by looking at what any strategy keeps.
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..messages import Message, TextPart, ToolCall
 from . import content
@@ -37,6 +38,13 @@ _SYSTEM = (
     "You are a careful software agent working in a Python monorepo. Use the tools to read "
     "files, logs, configs and test results; keep changes small; explain what you found. "
     "Tools: read_file, read_logs, read_config, run_tests, grep, list_dir{extra}."
+)
+_COMMANDS_SYSTEM = (
+    "You are a careful software agent working in a Python monorepo. You act by typing exactly "
+    "one command per reply, in a fenced code block after your reasoning; the harness runs it and "
+    "sends its output back to you as the next user message, after OBSERVATION:. Keep changes "
+    "small; explain what you found. Commands: read_file PATH, read_logs SERVICE LINES, "
+    "read_config PATH STEP, run_tests TARGET, grep PATTERN, list_dir PATH."
 )
 _GOAL = (
     "Goal: stabilise the flaky integration suite of the payments platform and document what "
@@ -107,7 +115,10 @@ def _task(
     *,
     tools: tuple[str, ...] = (),
     restored: tuple[Message, ...] = (),
+    demonstration: tuple[Message, ...] = (),
+    commands: bool = False,
 ) -> Task:
+    """The task from `turns`; `commands`: the agent types commands (no tools in the request)."""
     names = ("read_file", "read_logs", "read_config", "run_tests", "grep", "list_dir", *tools)
     extra = "".join(f", {t}" for t in tools)
     return Task(
@@ -115,11 +126,12 @@ def _task(
         seed=b.seed,
         description=f"{description}, {len(b.needles)} needles",
         window=window,
-        system=_SYSTEM.format(extra=extra),
+        system=_COMMANDS_SYSTEM if commands else _SYSTEM.format(extra=extra),
         turns=(*turns, question_turn(b.needles)),
         needles=tuple(b.needles),
-        tools=names,
+        tools=() if commands else names,
         restored=restored,
+        demonstration=demonstration,
     )
 
 
@@ -127,8 +139,8 @@ def _scaled(n: int, scale: float, low: int = 2) -> int:
     return max(low, round(n * scale))
 
 
-def _mixed(user: int, tool: int) -> _Plan:
-    """`user` user-message needles spread evenly among `tool` tool-result needles."""
+def _mixed(user: int, tool: int, carrier: Carrier = "tool", spread: float = 0.9) -> _Plan:
+    """`user` user-message needles spread evenly among `tool` needles carried by `carrier`."""
     total = user + tool
     user_at = {round(j * total / user) for j in range(user)} if user else set()
     positions: tuple[Position, ...] = ("head", "middle", "tail")
@@ -137,8 +149,8 @@ def _mixed(user: int, tool: int) -> _Plan:
         if i in user_at:
             specs.append(("user", "whole", "en"))
         else:
-            specs.append(("tool", positions[i % 3], "en"))
-    return _Plan(tuple(specs))
+            specs.append((carrier, positions[i % 3], "en"))
+    return _Plan(tuple(specs), spread)
 
 
 def _light(seed: int, scale: float) -> Task:
@@ -268,6 +280,115 @@ def _restored(seed: int, scale: float) -> Task:
     )
 
 
+def _observations(seed: int, scale: float) -> Task:
+    b = SessionBuilder("observations_as_user", seed, "light")
+    turns = _work(b, 4, _scaled(30, scale), _mixed(3, 5, "observation"))
+    return _task(
+        b,
+        "commands as plain text, every tool observation a user message (SWE-agent style)",
+        16_384,
+        [replace(turn, observations=True) for turn in turns],
+        commands=True,
+    )
+
+
+_DEMO_INTRO = (
+    "Here is a demonstration of how a similar task was solved in this repository. It shows how "
+    "to use the tools; you do not need to follow it exactly. Demonstration task: the nightly "
+    "reconciliation job in src/ledger/ drops late invoices; find out why."
+)
+_DEMO_END = "(end of the demonstration)\n\nNow the real task.\n\n"
+
+
+def _demo(b: SessionBuilder, rounds: int) -> tuple[Message, ...]:
+    """A worked example: the example task, `rounds` tool rounds, the example's closing reply."""
+    out = [Message.user(_DEMO_INTRO)]
+    for i in range(rounds):
+        step = b.step(900 + i)  # numbers no step of the task itself reaches
+        cid = f"call_demo_{i + 1}"
+        call = ToolCall(id=cid, name=step.tool, arguments=step.arguments)
+        out += [Message.assistant(step.thought, [call]), Message.tool(cid, str(step.output))]
+    out.append(Message.assistant(f"The example is solved: {content.sentence(b.rng, 14)}"))
+    return tuple(out)
+
+
+def _demonstration(seed: int, scale: float) -> Task:
+    b = SessionBuilder("demonstration", seed, "light")
+    demo = _demo(b, 5)
+    turns = _work(b, 4, _scaled(30, scale), _mixed(3, 5))
+    task = turns[0]  # the real task message, after the example: the host pins it
+    turns[0] = replace(task, user=Message.user(_DEMO_END + task.user.text, pinned=True))
+    return _task(
+        b,
+        "a worked demonstration before the real task, which the host pins",
+        16_384,
+        turns,
+        demonstration=demo,
+    )
+
+
+def _parallel_screenshots(seed: int, scale: float) -> Task:
+    b = SessionBuilder("parallel_screenshots", seed, "light")
+    steps = _scaled(20, scale, 3)
+    total = 4 * steps
+
+    def calls(n: int) -> int:  # screenshots taken in parallel at step n
+        return 2 + n // 3 % 2
+
+    shots: dict[tuple[int, int], Needle] = {}  # (step, call) -> the needle in its pixels
+    for i, fraction in enumerate((0.1, 0.35, 0.6, 0.85)):
+        n = int(total * fraction) // 3 * 3
+        shots[n, (i + 1) % calls(n)] = b.needle("image", "whole", n)
+
+    def shot(n: int, call: int) -> Step:
+        url = f"https://admin.example.test/view/{n}/{call}"
+        text = f"Admin dashboard, view {n}.{call}: {content.sentence(b.rng, 8)}"
+        if (n, call) in shots:
+            text += " " + statement(shots[n, call], b.rng, "image")
+        return Step(
+            tool="screenshot",
+            arguments=json.dumps({"url": url}),
+            thought=f"Taking screenshots of the views of step {n} side by side.",
+            output=(
+                TextPart(text=f"Screenshot of {url} (800x600)."),
+                content.screenshot(800, 600, text),
+            ),
+        )
+
+    def special(b: SessionBuilder, n: int, step: Step) -> Step:
+        if n % 3:
+            return step
+        return replace(shot(n, 0), parallel=tuple(shot(n, c) for c in range(1, calls(n))))
+
+    turns = _work(b, 4, steps, _Plan(()), special)
+    for t in (1, 2, 3):  # the user pastes a screenshot: a fact in its caption or its pixels
+        pixels = b.needle("image", "whole", t * steps) if t == 2 else None
+        seen = f"Pasted view: {content.sentence(b.rng, 9)}"
+        if pixels is not None:
+            seen += " " + statement(pixels, b.rng, "image")
+        caption = "Here is what the on-call engineer saw."
+        if pixels is None:
+            needle = b.needle("caption", "whole", t * steps)
+            caption += " " + statement(needle, b.rng, "doc")
+        old = turns[t]
+        parts = (TextPart(text=f"{old.user.text}\n\n{caption}"), content.screenshot(800, 600, seen))
+        turns[t] = replace(old, user=Message.user(parts))
+    return _task(
+        b,
+        "parallel screenshot calls, user-pasted screenshots with captions",
+        24_576,
+        turns,
+        tools=("screenshot",),
+    )
+
+
+def _chain(seed: int, scale: float) -> Task:
+    b = SessionBuilder("chain", seed, "medium")
+    plan = _mixed(0, 8, spread=0.25)  # every fact is stated early, in a tool result
+    turns = _work(b, 6, _scaled(30, scale), plan)
+    return _task(b, "facts stated early in tool results, then many compactions", 16_384, turns)
+
+
 _BUILDERS: dict[str, Callable[[int, float], Task]] = {
     "light": _light,
     "heavy": _heavy,
@@ -276,6 +397,10 @@ _BUILDERS: dict[str, Callable[[int, float], Task]] = {
     "giant_tool_output": _giant,
     "long_haul": _long_haul,
     "restored_orphans": _restored,
+    "observations_as_user": _observations,
+    "demonstration": _demonstration,
+    "parallel_screenshots": _parallel_screenshots,
+    "chain": _chain,
 }
 TASK_NAMES: tuple[str, ...] = tuple(_BUILDERS)
 
