@@ -77,3 +77,51 @@ def test_an_observation_of_a_picture_keeps_the_picture() -> None:
     step = Step(tool="screenshot", arguments="", thought="Look.", output=(picture,))
     assert observation_message(step).parts == (TextPart(text="OBSERVATION:"), picture)
     assert command_text(step) == "Look.\n\n```\nscreenshot\n```"
+
+
+def _question_turn(agent: ScriptedAgent) -> Turn:
+    task = agent.task
+    turn = task.turns[-1]
+    assert turn.questions
+    agent.begin(turn)
+    return turn
+
+
+def test_the_agent_searches_its_history_for_facts_it_cannot_see() -> None:
+    """In the question turn, unseen anchors are searched for once; answers come from results.
+
+    In-context answers are kept apart (`recall`) from the final ones (`recall_with_tools`).
+    """
+    from steerable_compaction import ToolSpec
+    from steerable_compaction.recall import HISTORY_SEARCH
+
+    agent = ScriptedAgent(build_task("light", 0, scale=0.2))
+    turn = _question_turn(agent)
+    needle = turn.questions[0]
+    offered = (ToolSpec(name=HISTORY_SEARCH, description="", parameters={}),)
+    first = agent.respond(
+        CompletionRequest(messages=(Message.system("s"), turn.user), tools=offered)
+    )
+    queries = [json.loads(c.arguments)["query"] for c in first.tool_calls]
+    assert [c.name for c in first.tool_calls] == [HISTORY_SEARCH] * len(turn.questions)
+    assert queries[0] == f'"{needle.anchor}"'
+    found = Message.tool(
+        "recall_1", f"[seq 9] tool result of read_file\n  the {needle.anchor} is {needle.value}"
+    )
+    final = agent.respond(
+        CompletionRequest(messages=(Message.system("s"), turn.user, first, found), tools=offered)
+    )
+    assert not final.tool_calls and needle.value in final.text
+    assert agent.recall()[needle.id] is False
+    assert agent.recall_with_tools()[needle.id] is True
+    assert agent.recall_requests == 1
+
+
+def test_without_the_history_tools_the_agent_answers_at_once() -> None:
+    """No `history_search` offered: the first answers are the final ones."""
+    agent = ScriptedAgent(build_task("light", 0, scale=0.2))
+    turn = _question_turn(agent)
+    reply = agent.respond(CompletionRequest(messages=(Message.system("s"), turn.user)))
+    assert not reply.tool_calls and "I do not know." in reply.text
+    assert agent.recall() == agent.recall_with_tools()
+    assert agent.recall_requests == 0

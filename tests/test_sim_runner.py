@@ -251,3 +251,16 @@ def test_eval_refuses_a_bad_harness_before_any_session(
             progress=lambda *a: started.append(str(a)),
         )
     assert started == []
+
+
+def test_recall_with_tools_is_measured_for_current_and_equals_recall_for_peers() -> None:
+    """`current` offers the history tools: it finds what summaries lost, at a token cost.
+
+    Peer arms keep their published behaviour (no tools): their two recalls are equal.
+    """
+    current = run("heavy", "current")
+    assert current.recall_with_tools > current.recall
+    assert current.recall_with_tools == 1.0
+    assert current.recall_requests == 1 and current.recall_tokens > 0
+    codex = run("heavy", "codex")
+    assert codex.recall_with_tools == codex.recall and codex.recall_tokens == 0

@@ -8,6 +8,7 @@ from collections import Counter
 import pytest
 
 from steerable_compaction import Message
+from steerable_compaction.recall import HISTORY_TOOL_NAMES
 from steerable_compaction.sim import TASK_NAMES, build_task
 from steerable_compaction.sim.agent import observation_message, visible_lines
 from steerable_compaction.sim.content import image_text
@@ -135,18 +136,26 @@ def test_a_session_plays_the_same_bytes_for_a_seed(name: str) -> None:
 
 
 def test_observations_as_user_sends_commands_as_text_and_outputs_as_user_messages() -> None:
-    """No tool is offered or called: commands are text, outputs come back as user messages.
+    """No task tool is offered or called: commands are text, outputs come back as user messages.
 
-    As SWE-agent plays it; roles alternate user/assistant after the system prompt.
+    As SWE-agent plays it; roles alternate user/assistant after the system prompt. Only the
+    engine's history tools appear, once the session compacted, and only the final question
+    turn calls them.
     """
     task = build_task("observations_as_user", 0)
     played = play("observations_as_user", "current")
     assert task.tools == () and all(t.observations for t in task.turns[:-1])
     assert played.result.death is None and played.result.compactions > 0
-    for request in played.requests:
-        assert request.tools == ()
+    work = [r for r in played.requests if not r.messages[-1].tool_result]
+    for request in work[:-1]:  # every request before the question turn's search
+        assert {t.name for t in request.tools} <= set(HISTORY_TOOL_NAMES)
         assert all(m.role != "tool" and not m.tool_calls for m in request.messages)
-    system, *rest = played.messages
+    messages = list(played.messages)
+    searched = next(
+        (i for i, m in enumerate(messages) if m.tool_calls),
+        len(messages),
+    )
+    system, *rest = messages[: searched if searched == len(messages) else searched - 1]
     assert system.role == "system"
     assert [m.role for m in rest] == ["user", "assistant"] * (len(rest) // 2)
     observations = [m for m in rest if m.text.startswith("OBSERVATION:\n")]

@@ -5,7 +5,9 @@ its visible projection. During work turns it takes the task's next tool step wha
 context holds (so every arm faces the same session); in the question turn it answers each
 question from the request's lines (text, plus what its vision reads in images still present),
 newest statement first. A fact that was folded, masked, summarized away or offloaded is not
-there to be found.
+there to be found, unless the arm offers the history tools: then, for each fact whose anchor
+it cannot see, it calls `history_search` with the anchor phrase (one more request) and answers
+from the results. `recall` counts the first answers, `recall_with_tools` the final ones.
 
 A step is a tool call (with its `parallel` calls in the same message), or, in a turn played as
 `observations`, a command typed in plain text whose output the harness sends back as the next
@@ -20,7 +22,9 @@ from typing import Any
 
 from ..messages import ContentPart, Message, TextPart, ToolCall
 from ..providers.base import CompletionRequest
+from ..recall import HISTORY_SEARCH
 from .content import image_text
+from .session import Needle
 from .tasks import Step, Task, Turn, find_answer
 
 __all__ = ["ScriptedAgent", "command_text", "observation_message", "visible_lines"]
@@ -70,7 +74,10 @@ class ScriptedAgent:
         self.calls = 0
         self.steps = 0  # steps taken: tool rounds (parallel calls count once) or commands
         self.requests = 0
-        self.answers: dict[str, str | None] = {}
+        self.answers: dict[str, str | None] = {}  # the final answers (after any search)
+        self.answers_in_context: dict[str, str | None] = {}  # before any search
+        self.recall_requests = 0  # agent requests spent on the history after the first answer
+        self._searched = False
 
     def begin(self, turn: Turn) -> None:
         """Start `turn`: its steps are taken in order, then it replies."""
@@ -85,13 +92,7 @@ class ScriptedAgent:
             raise RuntimeError("begin(turn) must be called before the first request")
         self.requests += 1
         if turn.questions:
-            lines = visible_lines(request.messages[:-1])  # not the question itself
-            replies = []
-            for i, needle in enumerate(turn.questions, 1):
-                answer = find_answer(needle, lines)
-                self.answers[needle.id] = answer
-                replies.append(f"{i}. {answer if answer is not None else 'I do not know.'}")
-            return Message.assistant("\n".join(replies))
+            return self._answer(turn.questions, request)
         if self._next < len(turn.steps):
             step = turn.steps[self._next]
             self._next += 1
@@ -108,6 +109,45 @@ class ScriptedAgent:
             self._pending = [step, *step.parallel]
             return Message.assistant(step.thought, calls)
         return Message.assistant(turn.reply)
+
+    def _answer(self, questions: Sequence[Needle], request: CompletionRequest) -> Message:
+        """Answer from what the request shows; first search the history for unseen anchors.
+
+        The first request of the question turn is answered from context alone (in-context
+        recall). When a fact's anchor is not visible and the request offers `history_search`,
+        the agent searches once for each such anchor (parallel calls, one more request) and
+        answers from the results.
+        """
+        if self._searched:
+            self.recall_requests += 1
+            # Everything but the question message: the search results come after it.
+            asked = max(i for i, m in enumerate(request.messages) if m.role == "user")
+            shown = [m for i, m in enumerate(request.messages) if i != asked]
+        else:
+            shown = list(request.messages[:-1])  # not the question itself
+        lines = visible_lines(shown)
+        answers = {needle.id: find_answer(needle, lines) for needle in questions}
+        if not self._searched:
+            self.answers_in_context = dict(answers)
+            unseen = [n for n in questions if answers[n.id] is None]
+            offered = {tool.name for tool in request.tools}
+            if unseen and HISTORY_SEARCH in offered:
+                self._searched = True
+                calls = [
+                    ToolCall(
+                        id=f"recall_{i}",
+                        name=HISTORY_SEARCH,
+                        arguments=json.dumps({"query": f'"{n.anchor}"'}, ensure_ascii=False),
+                    )
+                    for i, n in enumerate(unseen, 1)
+                ]
+                return Message.assistant("Searching the history for what I no longer see.", calls)
+        self.answers = answers
+        replies = [
+            f"{i}. {answers[n.id] if answers[n.id] is not None else 'I do not know.'}"
+            for i, n in enumerate(questions, 1)
+        ]
+        return Message.assistant("\n".join(replies))
 
     def observation(self) -> Message | None:
         """The user message carrying the output of the command just typed, once; else `None`.
@@ -127,5 +167,9 @@ class ScriptedAgent:
         return list(step.output)
 
     def recall(self) -> dict[str, bool]:
-        """For each needle id: whether the agent answered it correctly."""
+        """For each needle id: whether the agent answered it correctly from context alone."""
+        return {n.id: self.answers_in_context.get(n.id) == n.value for n in self.task.needles}
+
+    def recall_with_tools(self) -> dict[str, bool]:
+        """For each needle id: whether its final answer (after any search) was correct."""
         return {n.id: self.answers.get(n.id) == n.value for n in self.task.needles}

@@ -117,6 +117,8 @@ def _row(run: RunResult) -> list[str]:
         run.task,
         run.arm,
         f"{run.recall:.2f}",
+        f"{run.recall_with_tools:.2f}",
+        f"{run.recall_tokens:,}",
         _pct(run.cache_hit_rate),
         _pct(run.summary_cache_hit_rate),
         f"{run.prompt_tokens:,}",
@@ -133,7 +135,7 @@ def _row(run: RunResult) -> list[str]:
 
 def _render(rows: list[list[str]]) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    right = {2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}
+    right = {2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14}
     lines = []
     for row in rows:
         cells = [
@@ -148,6 +150,8 @@ _HEAD = [
     "task",
     "arm",
     "recall",
+    "w/tools",
+    "recall tok",
     "hit",
     "sum-hit",
     "prompt tok",
@@ -173,7 +177,9 @@ def format_table(results: EvalResults) -> str:
             "arm",
             "tasks",
             "recall",
+            "w/tools",
             "needles",
+            "recall tok",
             "prompt tok",
             "$anthr",
             "$openai",
@@ -191,7 +197,9 @@ def format_table(results: EvalResults) -> str:
                 arm,
                 str(len(runs)),
                 f"{sum(r.recall for r in runs) / len(runs):.2f}",
+                f"{sum(r.recall_with_tools for r in runs) / len(runs):.2f}",
                 f"{found}/{needles}",
+                f"{sum(r.recall_tokens for r in runs):,}",
                 f"{sum(r.prompt_tokens for r in runs):,}",
                 f"{sum(r.cost_usd['anthropic'] for r in runs):.3f}",
                 f"{sum(r.cost_usd['openai'] for r in runs):.3f}",
@@ -202,7 +210,9 @@ def format_table(results: EvalResults) -> str:
             ]
         )
     note = (
-        "hit: cached/prompt tokens over all requests, sum-hit: over summarizer requests "
+        "recall: answered from the context alone; w/tools: after searching the history for "
+        "unseen facts (arms that offer history_search), recall tok: prompt tokens that search "
+        "cost; hit: cached/prompt tokens over all requests, sum-hit: over summarizer requests "
         "(Anthropic cache rules); no-asst: agent requests after the first compaction with no "
         "assistant message after the head; death: 1 = context overflow ended the session, err = "
         "another error did; trace: L2 violations by check (peer arms: "

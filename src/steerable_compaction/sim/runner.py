@@ -33,7 +33,8 @@ from ..loop import Tool, ToolOutput
 from ..messages import Message
 from ..policy import resolve_compaction_policy
 from ..providers.base import CompletionRequest
-from ..record import CompactionBoundary, MemoryRecord, Record, Usage
+from ..recall import HISTORY_TOOL_NAMES
+from ..record import CompactionBoundary, MemoryRecord, MessageAppended, Record, Usage
 from ..trace import check_trace
 from .agent import ScriptedAgent
 from .arms import (
@@ -147,6 +148,9 @@ class RunResult:
     recalled: tuple[str, ...]
     recall: float
     recall_by_carrier: dict[str, tuple[int, int]]
+    recall_with_tools: float
+    recall_requests: int
+    recall_tokens: int
     requests: int
     prompt_tokens: int
     cached_tokens: int
@@ -285,7 +289,18 @@ async def run_session(
                 death = f"engine error: {type(exc).__name__}: {str(exc)[:160]}"
                 break
     result = await _measure(task, arm, agent, provider, record, built, death, watch.count)
-    lost = loss_causes(task.needles, record.entries, result.recalled, agent.steps)
+    # Blame what hid each fact from the context: the history search comes after the answers.
+    entries = record.entries
+    searched = next(
+        (
+            i
+            for i, e in enumerate(entries)
+            if isinstance(e.event, MessageAppended)
+            and any(c.name in HISTORY_TOOL_NAMES for c in e.event.message.tool_calls)
+        ),
+        len(entries),
+    )
+    lost = loss_causes(task.needles, entries[:searched], result.recalled, agent.steps)
     return replace(result, lost=lost, model=model)
 
 
@@ -345,6 +360,9 @@ async def _measure(
     usages = _Usages.of(exchanges)
     costs, rates = await _billing(exchanges, usages.answered, task.window)
     correct = agent.recall()
+    with_tools = agent.recall_with_tools()
+    # The question turn's requests after its first are what recall cost: the last ones sent.
+    recall_usage = usages.turns[len(usages.turns) - agent.recall_requests :]
     report = check_trace(
         record,
         [e.request for e in exchanges],
@@ -357,12 +375,15 @@ async def _measure(
         seed=task.seed,
         window=task.window,
         threshold=built.policy.threshold_tokens,
-        rounds=agent.requests,
+        rounds=agent.requests - agent.recall_requests,
         planned_rounds=task.rounds,
         needles=len(task.needles),
         recalled=tuple(i for i, ok in correct.items() if ok),
         recall=sum(correct.values()) / len(correct) if correct else 0.0,
         recall_by_carrier=_recall_by_carrier(task, correct),
+        recall_with_tools=sum(with_tools.values()) / len(with_tools) if with_tools else 0.0,
+        recall_requests=agent.recall_requests,
+        recall_tokens=sum(u.prompt_tokens for u in recall_usage) if agent.recall_requests else 0,
         requests=len(usages.answered),
         prompt_tokens=sum(u.prompt_tokens for u in usages.answered),
         cached_tokens=sum(u.cached_tokens for u in usages.answered),
