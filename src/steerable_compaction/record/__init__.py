@@ -6,6 +6,7 @@ boundary, never rewritten. The projection (what the model sees) is a pure fold o
 
 from __future__ import annotations
 
+from .base import CompactionInfo, FsyncPolicy, Record
 from .codec import SCHEMA_VERSION, decode_entry, encode_entry
 from .events import (
     CompactionAction,
@@ -21,16 +22,11 @@ from .events import (
     SummarySource,
     Usage,
 )
+from .jsonl import JsonlRecord
+from .memory import MemoryRecord
 from .projection import OpenBracket, Projection, project
-from .stores import (
-    CompactionInfo,
-    FsyncPolicy,
-    JsonlRecord,
-    MemoryRecord,
-    Record,
-    SqliteRecord,
-    open_record,
-)
+from .sqlite import SqliteRecord
+from .stores import open_record
 
 __all__ = [
     "SCHEMA_VERSION",
