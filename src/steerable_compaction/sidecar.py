@@ -46,6 +46,7 @@ from .policy import CompactionPolicy
 from .providers.base import Completion, CompletionRequest, Provider, StreamDone, StreamEvent
 from .reconcile import ReconcilePlan, SeedConflictError, apply_reconcile, plan_reconcile
 from .record import (
+    CompactionAbandoned,
     CompactionBoundary,
     CompactionStart,
     CompactionSummary,
@@ -161,6 +162,12 @@ def entry_event(entry: Entry) -> dict[str, Any]:
             "span": None if event.span is None else list(event.span),
             "edits": len(event.edits),
             "replacement": [message_to_dict(m) for m in event.replacement],
+        }
+    elif isinstance(event, CompactionAbandoned):
+        out |= {
+            "type": "compaction_abandoned",
+            "compaction_id": event.compaction_id,
+            "reason": event.reason,
         }
     else:
         assert isinstance(event, Reminder)

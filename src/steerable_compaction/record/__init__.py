@@ -9,6 +9,7 @@ from __future__ import annotations
 from .base import CompactionInfo, FsyncPolicy, Record
 from .codec import SCHEMA_VERSION, decode_entry, encode_entry
 from .events import (
+    CompactionAbandoned,
     CompactionAction,
     CompactionBoundary,
     CompactionStart,
@@ -30,6 +31,7 @@ from .stores import open_record
 
 __all__ = [
     "SCHEMA_VERSION",
+    "CompactionAbandoned",
     "CompactionAction",
     "CompactionBoundary",
     "CompactionInfo",

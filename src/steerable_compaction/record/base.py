@@ -4,6 +4,20 @@ Every store keeps the entries and the projection in memory and appends each new 
 medium before it becomes visible. Invariants are checked before anything is written, so a bad
 event never reaches the medium. The stores themselves live in `memory`, `jsonl` and `sqlite`;
 `files` holds what the two on-disk stores share.
+
+Durability (`fsync`), and what a crash can lose. "Durable" events are compaction events (start,
+summary, boundary, abandon) and reminders; `append` returns only after its entry is written.
+- `"every_event"`: each append is on stable storage before `append` returns. A crash of the
+  process or of the machine loses nothing that `append` returned.
+- `"every_boundary"` (default): a durable event is on stable storage before `append` returns,
+  and so is everything appended before it. Messages in between are handed to the OS at once
+  (JSONL: one `write`; SQLite: one committed transaction): a killed process loses nothing that
+  `append` returned, a power cut or kernel crash can lose the messages since the last durable
+  event (never a durable event, never a message before one).
+- `"never"`: the OS decides when to write back. A killed process loses nothing that `append`
+  returned; a power cut can lose anything not yet written back by the OS.
+In every case a crash in the middle of an append loses at most that append: a torn JSONL line is
+dropped on the next open (with a warning), an uncommitted SQLite transaction rolls back.
 """
 
 from __future__ import annotations
@@ -19,6 +33,7 @@ from typing import Literal, TypeAlias, get_args
 from ..errors import RecordError
 from ..messages import Message
 from .events import (
+    CompactionAbandoned,
     CompactionBoundary,
     CompactionStart,
     CompactionSummary,
@@ -39,10 +54,11 @@ class CompactionInfo:
     """One compaction as the record tells it.
 
     `status` is `"closed"` for a bracket closed by its boundary, `"open"` for a bracket without
-    a boundary (a crash or a failed summarizer), `"fold"` for a boundary without a bracket.
+    a boundary (a crash or a failed summarizer), `"abandoned"` for a bracket recovery gave up
+    (no boundary will come), `"fold"` for a boundary without a bracket.
     """
 
-    status: Literal["closed", "open", "fold"]
+    status: Literal["closed", "open", "abandoned", "fold"]
     compaction_id: str | None
     action: str
     trigger: str
@@ -130,9 +146,12 @@ class Record(ABC):
         summaries: dict[str, int] = {}
         out: list[CompactionInfo] = []
         closed: set[str] = set()
+        abandoned: set[str] = set()
         for entry in self._entries:
             event = entry.event
-            if isinstance(event, CompactionStart):
+            if isinstance(event, CompactionAbandoned):
+                abandoned.add(event.compaction_id)
+            elif isinstance(event, CompactionStart):
                 starts[event.compaction_id] = (entry.seq, event)
             elif isinstance(event, CompactionSummary):
                 summaries[event.compaction_id] = entry.seq
@@ -159,7 +178,7 @@ class Record(ABC):
             if cid not in closed:
                 out.append(
                     CompactionInfo(
-                        status="open",
+                        status="abandoned" if cid in abandoned else "open",
                         compaction_id=cid,
                         action=start.action,
                         trigger=start.trigger,
@@ -222,21 +241,19 @@ class Record(ABC):
         if isinstance(entry.event, MessageAppended):
             self._message_entries.append(entry)
 
-    def _load(self, entry: Entry, *, line: int) -> None:
-        if entry.seq != len(self._entries):
-            raise RecordError(
-                f"seq {entry.seq} out of order: expected {len(self._entries)}",
-                path=self._path,
-                line=line,
-            )
-        try:
-            self._accept(entry)
-        except RecordError as exc:
-            raise RecordError(exc.reason, path=self._path, line=line) from None
-
     @abstractmethod
     def _persist(self, entry: Entry, *, durable: bool) -> None:
-        """Write one entry to the medium (called with the lock held)."""
+        """Write one entry to the medium (called with the lock held).
+
+        A store calls `_on_append` once the entry is written and before it is committed.
+        """
+
+    def _on_append(self, entry: Entry) -> None:  # noqa: B027 (a hook: no-op by default)
+        """Extension point for derived data (e.g. a search index), called for each append.
+
+        It runs with the lock held, after the entry is written and, for SQLite, inside the same
+        transaction: what it writes there commits or rolls back with the entry.
+        """
 
     def refresh(self) -> int:
         """Read entries another writer appended since this handle loaded; returns how many."""

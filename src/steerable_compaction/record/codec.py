@@ -1,12 +1,16 @@
 """Encoding record entries as JSON objects, and reading every schema version we ever wrote.
 
-Schema v3 (current), one object per line or row: `{"v": 3, "seq": n, "kind": ..., ...fields}`.
-Fields are those of the event dataclasses; messages use `messages.message_to_dict`.
+Schema v4 (current), one object per line or row: `{"v": 4, "seq": n, "kind": ..., ...fields,
+"crc": c}`. Fields are those of the event dataclasses; messages use `messages.message_to_dict`.
+`crc` comes last: it is `zlib.crc32` of the line's UTF-8 bytes before `,"crc":`, so a changed
+byte anywhere in an entry is found on open. v4 adds the `compaction_abandoned` kind.
+
+Schema v3 is v4 without `crc` and without `compaction_abandoned`; its entries load unchecked.
 
 Schema v2 had no brackets. Its boundary, `{"v": 2, "seq": n, "kind": "compaction_boundary",
 "action", "pre_tokens", "post_tokens", "replacement_count"}`, declared that everything before it
 left the projection; the rewritten transcript followed it as ordinary `message` lines. A v2
-boundary therefore upgrades, in memory, to a v3 boundary with the same fields whose `span` covers
+boundary therefore upgrades, in memory, to a boundary with the same fields whose `span` covers
 the whole projection before it and whose `replacement` is empty: the projection after it is
 exactly what v2 showed. v2 `message` lines are v3 lines already. Nothing on disk is ever
 rewritten by an upgrade.
@@ -15,12 +19,15 @@ rewritten by an upgrade.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+import zlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import fields
 from typing import Any, assert_never
 
 from ..errors import MessageError, RecordError
-from ..messages import message_from_dict, message_to_dict
+from ..messages import Message, TextPart, ToolCall, ToolResult, message_from_dict, message_to_dict
 from .events import (
+    CompactionAbandoned,
     CompactionBoundary,
     CompactionStart,
     CompactionSummary,
@@ -33,16 +40,23 @@ from .events import (
 )
 
 __all__ = [
+    "CHECKED_SINCE",
     "SCHEMA_VERSION",
     "decode_entry",
     "decode_line",
+    "encode_body",
     "encode_entry",
     "encode_line",
+    "parse_line",
+    "parse_lines",
 ]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
+CHECKED_SINCE = 4
+"""The first schema version whose entries carry a checksum."""
 
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+_CRC_KEY = b',"crc":'
 
 
 def _usage_to_dict(usage: Usage) -> dict[str, int]:
@@ -99,20 +113,28 @@ def _event_fields(event: Event) -> dict[str, Any]:
             return boundary
         case Reminder():
             return {"reason": event.reason, "message": message_to_dict(event.message)}
+        case CompactionAbandoned():
+            return {"compaction_id": event.compaction_id, "reason": event.reason}
         case _:
             assert_never(event)
 
 
 def encode_entry(entry: Entry) -> dict[str, Any]:
-    """The v3 JSON object for `entry`."""
+    """The JSON object for `entry`, without its checksum (which belongs to the encoded bytes)."""
     return {"v": SCHEMA_VERSION, "seq": entry.seq, "kind": entry.event.kind} | _event_fields(
         entry.event
     )
 
 
+def encode_body(entry: Entry) -> bytes:
+    """`entry` as one checksummed JSON object in UTF-8, without a newline (an SQLite row)."""
+    head = _dumps(encode_entry(entry)).encode("utf-8")[:-1]  # all but the closing brace
+    return b'%s,"crc":%d}' % (head, zlib.crc32(head))
+
+
 def encode_line(entry: Entry) -> bytes:
-    """`entry` as one JSONL line (UTF-8, newline-terminated; JSON escapes every inner newline)."""
-    return (_dumps(encode_entry(entry)) + "\n").encode("utf-8")
+    """`entry` as one JSONL line (newline-terminated; JSON escapes every inner newline)."""
+    return encode_body(entry) + b"\n"
 
 
 # -- decoding ------------------------------------------------------------------------------------
@@ -221,13 +243,21 @@ def _decode_reminder(f: _Fields) -> Event:
     )
 
 
+def _decode_abandoned(f: _Fields) -> Event:
+    return CompactionAbandoned(
+        compaction_id=f.get("compaction_id", str), reason=f.get("reason", str)
+    )
+
+
 _DECODERS: dict[str, Callable[[_Fields], Event]] = {
     "message": _decode_message,
     "compaction_start": _decode_start,
     "compaction_summary": _decode_summary,
     "compaction_boundary": _decode_boundary,
     "reminder": _decode_reminder,
+    "compaction_abandoned": _decode_abandoned,
 }
+_SINCE = {"compaction_abandoned": 4}  # kinds newer than schema v3
 
 
 def _decode_v2_boundary(f: _Fields, projection_len: int) -> Event:
@@ -240,18 +270,133 @@ def _decode_v2_boundary(f: _Fields, projection_len: int) -> Event:
     )
 
 
+# -- the fast path for messages ------------------------------------------------------------------
+# Loading a long record is mostly building messages, and a frozen dataclass's constructor costs
+# more than parsing its JSON. For the shapes `message_to_dict` writes for text and tool calls,
+# these builders check the same invariants as the constructors (exact types, role rules, unique
+# call ids) and set the slots directly; anything else, or a field they do not know, takes the
+# validating `message_from_dict`. tests/test_record_codec.py proves both paths agree.
+
+_new = object.__new__
+_set = object.__setattr__
+_FAST = [
+    [f.name for f in fields(cls)]
+    for cls in (Message, TextPart, ToolCall, ToolResult, MessageAppended, Entry)
+] == [
+    ["role", "parts"],
+    ["text", "type"],
+    ["id", "name", "arguments", "type"],
+    ["call_id", "content", "is_error", "type"],
+    ["message", "usage", "kind"],
+    ["seq", "event"],
+]
+
+
+def _fast_text(obj: Any) -> TextPart | None:
+    if type(obj) is dict and len(obj) == 2 and obj.get("type") == "text":
+        text = obj.get("text")
+        if type(text) is str:
+            part = _new(TextPart)
+            _set(part, "text", text)
+            _set(part, "type", "text")
+            return part
+    return None
+
+
+def _fast_call(obj: Any) -> ToolCall | None:
+    if type(obj) is dict and len(obj) == 4 and obj.get("type") == "tool_call":
+        cid, name, arguments = obj.get("id"), obj.get("name"), obj.get("arguments")
+        if type(cid) is str and cid and type(name) is str and name and type(arguments) is str:
+            call = _new(ToolCall)
+            _set(call, "id", cid)
+            _set(call, "name", name)
+            _set(call, "arguments", arguments)
+            _set(call, "type", "tool_call")
+            return call
+    return None
+
+
+def _fast_result(obj: Any) -> ToolResult | None:
+    if type(obj) is not dict or obj.get("type") != "tool_result":
+        return None
+    cid, raw, is_error = obj.get("call_id"), obj.get("content"), obj.get("is_error", False)
+    if type(cid) is not str or not cid or type(raw) is not list or type(is_error) is not bool:
+        return None
+    if len(obj) != (4 if "is_error" in obj else 3):
+        return None
+    content = []
+    for item in raw:
+        part = _fast_text(item)
+        if part is None:
+            return None
+        content.append(part)
+    result = _new(ToolResult)
+    _set(result, "call_id", cid)
+    _set(result, "content", tuple(content))
+    _set(result, "is_error", is_error)
+    _set(result, "type", "tool_result")
+    return result
+
+
+def _fast_parts(role: str, raw: list[Any]) -> tuple[Any, ...] | None:
+    if role == "tool":
+        result = _fast_result(raw[0]) if len(raw) == 1 else None
+        return None if result is None else (result,)
+    parts: list[Any] = []
+    calls: set[str] = set()
+    for item in raw:
+        part: Any = _fast_text(item) if not calls else None
+        if part is None and role == "assistant":
+            part = _fast_call(item)
+            if part is None or part.id in calls:
+                return None
+            calls.add(part.id)
+        if part is None:
+            return None
+        parts.append(part)
+    return tuple(parts)
+
+
+def _fast_message(obj: dict[str, Any]) -> Message | None:
+    role, raw = obj.get("role"), obj.get("parts")
+    if not _FAST or len(obj) != 2 or type(raw) is not list:
+        return None
+    if role != "system" and role != "user" and role != "assistant" and role != "tool":
+        return None
+    parts = _fast_parts(role, raw)
+    if parts is None:
+        return None
+    message = _new(Message)
+    _set(message, "role", role)
+    _set(message, "parts", parts)
+    return message
+
+
+def _fast_entry(seq: int, message: Message) -> Entry:
+    event = _new(MessageAppended)
+    _set(event, "message", message)
+    _set(event, "usage", None)
+    _set(event, "kind", "message")
+    entry = _new(Entry)
+    _set(entry, "seq", seq)
+    _set(entry, "event", event)
+    return entry
+
+
 def decode_entry(obj: Any, *, projection_len: int) -> Entry:
-    """Decode one JSON object of any supported schema version into a v3 `Entry`.
+    """Decode one JSON object of any supported schema version into an `Entry`.
 
     `projection_len` is the length of the projection before this entry (v2 boundaries need it).
-    Raises `RecordError` without a location; the store adds file and line.
+    Checksums belong to lines (`parse_line`). Raises `RecordError` without a location; the
+    store adds file and line.
     """
-    if type(obj) is dict and obj.get("kind") == "message" and obj.get("v") in (2, 3):
+    if type(obj) is dict and obj.get("kind") == "message" and "usage" not in obj:
         # The hot path when loading a long record: most entries are messages.
-        seq = obj.get("seq")
-        message = obj.get("message")
-        if type(seq) is int and type(message) is dict and "usage" not in obj:
-            return Entry(seq, MessageAppended(message=_message(message, "message")))
+        version, seq, message = obj.get("v"), obj.get("seq"), obj.get("message")
+        if type(version) is int and 2 <= version <= SCHEMA_VERSION and type(seq) is int:
+            if type(message) is dict:
+                fast = _fast_message(message)
+                return _fast_entry(seq, _message(message, "message") if fast is None else fast)
     if not isinstance(obj, Mapping):
         raise RecordError(f"an entry must be a JSON object, got {type(obj).__name__}")
     f = _Fields(obj)
@@ -273,13 +418,103 @@ def decode_entry(obj: Any, *, projection_len: int) -> Entry:
     decoder = _DECODERS.get(kind)
     if decoder is None:
         raise RecordError(f"unknown kind {kind!r}")
+    if version < _SINCE.get(kind, 0):
+        raise RecordError(f"schema v{version} has no {kind!r} entries")
     return Entry(seq, decoder(f))
 
 
-def decode_line(line: bytes, *, projection_len: int) -> Entry:
-    """Decode one JSONL line (without its newline)."""
+# -- lines and checksums -------------------------------------------------------------------------
+
+
+def _checksum(line: bytes) -> int | None:
+    """The checksum `line` ends with, verified; `None` for a line without one."""
+    at = line.rfind(_CRC_KEY)
+    if at < 0:
+        return None
+    digits = line[at + len(_CRC_KEY) : -1]
+    if line[-1:] != b"}" or not digits.isdigit() or len(digits) > 10:
+        raise RecordError("the entry's checksum is malformed")
+    if zlib.crc32(line[:at]) != int(digits):
+        raise RecordError("checksum mismatch: the entry changed after it was written")
+    return int(digits)
+
+
+def _settle(obj: Any, crc: int | None) -> Any:
+    """Check that an entry carries a checksum exactly when its version has one; drop it."""
+    version = obj.get("v") if type(obj) is dict else None
+    if type(version) is not int or version > SCHEMA_VERSION:
+        return obj  # decode_entry names what is wrong (a newer schema may check otherwise)
+    if crc is None:
+        if version >= CHECKED_SINCE:
+            raise RecordError(f"a v{version} entry without its checksum")
+        return obj
+    if version < CHECKED_SINCE:
+        raise RecordError(f"a v{version} entry cannot carry a checksum")
+    if obj.pop("crc", None) != crc:
+        raise RecordError("the entry's checksum field disagrees with its line")
+    return obj
+
+
+def parse_line(line: bytes) -> Any:
+    """Parse one line (or SQLite row) and verify its checksum; the object, without `crc`.
+
+    Raises `RecordError` without a location for anything that is not a well-formed entry line.
+    """
     try:
         obj = json.loads(line)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except RecursionError:
+        raise RecordError("not an entry: the JSON is nested too deeply") from None
+    except ValueError as exc:  # JSONDecodeError, bad UTF-8, an integer too long to convert
         raise RecordError(f"not valid JSON: {exc}") from None
-    return decode_entry(obj, projection_len=projection_len)
+    version = obj.get("v") if type(obj) is dict else None
+    if type(version) is int and version > SCHEMA_VERSION:
+        return obj  # a newer schema may check otherwise: decode_entry says it is newer
+    return _settle(obj, _checksum(line))
+
+
+_raw_decode = json.JSONDecoder().raw_decode
+
+
+def _parse_fast(lines: Sequence[bytes]) -> list[Any] | None:
+    """Parse well-formed lines in one pass over their joined text; `None` at the first doubt.
+
+    One decode of the whole text and one scanner call per line cost about half of calling
+    `json.loads` on each line. Every value must end exactly at its line's newline, so value
+    `i` is line `i`; anything unusual is left to `parse_line`, which names the problem.
+    """
+    try:
+        crcs = [_checksum(line) for line in lines]
+        text = b"\n".join(lines).decode("utf-8") + "\n"
+        out: list[Any] = []
+        at = 0
+        for crc in crcs:
+            obj, end = _raw_decode(text, at)
+            if text[end] != "\n":
+                return None
+            at = end + 1
+            out.append(_settle(obj, crc))
+    except (RecordError, ValueError, RecursionError):
+        return None
+    return out
+
+
+def parse_lines(lines: Sequence[bytes]) -> tuple[list[Any], RecordError | None]:
+    """Parse many lines: the objects of the good ones before the first bad one, and its error.
+
+    The error's `line` is the bad line's 1-based index in `lines` (the store adds its file).
+    """
+    fast = _parse_fast(lines)
+    if fast is not None:
+        return fast, None
+    out = []
+    for i, line in enumerate(lines):
+        try:
+            out.append(parse_line(line))
+        except RecordError as exc:
+            return out, RecordError(exc.reason, line=i + 1)
+    return out, None
+
+
+def decode_line(line: bytes, *, projection_len: int) -> Entry:
+    """Decode one JSONL line (without its newline), checksum verified."""
+    return decode_entry(parse_line(line), projection_len=projection_len)

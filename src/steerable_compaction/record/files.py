@@ -1,7 +1,9 @@
-"""What the on-disk stores share: the open sequence, the writer lock and bulk loading.
+"""What the on-disk stores share: opening, the writer lock, loading, and the writer's identity.
 
 One writer at a time: a writer holds an exclusive `flock` for its lifetime (released by the OS
-if the process dies); readers never lock and never write.
+if the process dies); readers never lock and never write. A writer also remembers which file it
+opened: if the path is unlinked or replaced while it is open, its next append raises
+`RecordError` instead of writing where nobody will ever read.
 """
 
 from __future__ import annotations
@@ -9,15 +11,33 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import gc
+import logging
 import os
+import stat
 from abc import abstractmethod
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 from ..errors import RecordError, RecordLockedError
 from .base import FsyncPolicy, Record
+from .codec import CHECKED_SINCE, decode_entry
 
-__all__ = ["FileRecord", "bulk_load", "fsync_dir", "lock_writer"]
+__all__ = ["FileRecord", "bulk_load", "fsync_dir", "identity", "lock_writer", "sync"]
+
+logger = logging.getLogger("steerable_compaction.record")
+
+
+def sync(fd: int) -> None:
+    """Flush `fd`'s data to stable storage.
+
+    `fdatasync` also writes back the file size an append changed, so appended bytes are as
+    durable as with `fsync`, without flushing timestamps (a fifth less time per sync here).
+    """
+    if hasattr(os, "fdatasync"):
+        os.fdatasync(fd)
+    else:  # macOS
+        os.fsync(fd)
 
 
 def lock_writer(fd: int, path: Path) -> None:
@@ -28,6 +48,11 @@ def lock_writer(fd: int, path: Path) -> None:
         raise RecordLockedError(
             "another writer holds this record; open it with readonly=True to read", path=path
         ) from None
+
+
+def identity(st: os.stat_result) -> tuple[int, int]:
+    """Which file a stat describes (device and inode)."""
+    return (st.st_dev, st.st_ino)
 
 
 @contextlib.contextmanager
@@ -60,7 +85,13 @@ class FileRecord(Record):
 
     Subclasses open their medium (`_open_reader`, `_open_writer`), read what it holds
     (`_read_new`), write (`_persist`) and release it (`_close`, also called after a failed open).
+    Every failure to open or read is a `RecordError` naming the file (and line or row).
     """
+
+    _identity: tuple[int, int] | None = None  # the file a writer opened
+    _checked = False  # a checksummed entry was loaded: older ones may no longer follow
+    _unchecked = 0  # entries of a schema before checksums
+    _told_unchecked = False
 
     def __init__(
         self,
@@ -71,14 +102,12 @@ class FileRecord(Record):
     ) -> None:
         super().__init__(path=Path(path), readonly=readonly, fsync=fsync)
         try:
+            self._check_regular()
             if readonly:
-                if not self.file.exists():
-                    raise RecordError("no such record", path=self.file)
                 self._open_reader()
             else:
                 self._open_writer()
-            with bulk_load():
-                self._read_new()
+            self._read()
         except BaseException:
             self._close()
             raise
@@ -88,6 +117,18 @@ class FileRecord(Record):
         """The record's path (never `None` for a file store)."""
         assert self._path is not None
         return self._path
+
+    def _check_regular(self) -> None:
+        try:
+            st = os.stat(self.file)
+        except FileNotFoundError:
+            if self._readonly:
+                raise RecordError("no such record", path=self.file) from None
+            return
+        except OSError as exc:
+            raise RecordError(f"cannot open: {exc.strerror}", path=self.file) from None
+        if not stat.S_ISREG(st.st_mode):
+            raise RecordError("not a record: not a regular file", path=self.file)
 
     @abstractmethod
     def _open_reader(self) -> None:
@@ -101,10 +142,69 @@ class FileRecord(Record):
     def _read_new(self) -> int:
         """Load entries the medium holds beyond those loaded; returns how many."""
 
+    def _read(self) -> int:
+        try:
+            with bulk_load():
+                count = self._read_new()
+        except OSError as exc:
+            raise RecordError(f"cannot read: {exc.strerror or exc}", path=self.file) from None
+        if self._unchecked and not self._told_unchecked:
+            self._told_unchecked = True
+            logger.info(
+                "%s: %d entries predate checksums (schema v%d); they load unchecked",
+                self.file,
+                self._unchecked,
+                CHECKED_SINCE - 1,
+            )
+        return count
+
+    def _load_objects(self, objs: Iterable[tuple[Any, int]]) -> None:
+        """Decode and load parsed entries in order, each with its line (or row) for errors."""
+        entries = self._entries
+        for obj, line in objs:
+            try:
+                entry = decode_entry(obj, projection_len=len(self._projection))
+            except RecordError as exc:
+                raise RecordError(exc.reason, path=self.file, line=line) from None
+            except RecursionError:
+                raise RecordError("an entry nested too deeply", path=self.file, line=line) from None
+            if entry.seq != len(entries):
+                raise RecordError(
+                    f"seq {entry.seq} out of order: expected {len(entries)}",
+                    path=self.file,
+                    line=line,
+                )
+            if obj["v"] < CHECKED_SINCE:
+                if self._checked:
+                    raise RecordError(
+                        f"a v{obj['v']} entry after checksummed ones: the record was altered",
+                        path=self.file,
+                        line=line,
+                    )
+                self._unchecked += 1
+            else:
+                self._checked = True
+            try:
+                self._accept(entry)
+            except RecordError as exc:
+                raise RecordError(exc.reason, path=self.file, line=line) from None
+
+    def _check_identity(self) -> None:
+        """Raise `RecordError` if the path no longer names the file this writer opened."""
+        try:
+            now = identity(os.stat(self.file))
+        except FileNotFoundError:
+            now = None
+        if now != self._identity:
+            raise RecordError(
+                "the record file was deleted or replaced while this writer had it open; "
+                "the append went to the old file and is lost: reopen the record",
+                path=self.file,
+            )
+
     def refresh(self) -> int:
         """Read entries another writer appended since this (read-only) handle loaded."""
         with self._lock:
             if self._readonly and not self._closed:
-                with bulk_load():
-                    return self._read_new()
+                return self._read()
             return 0

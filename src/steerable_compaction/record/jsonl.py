@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 
 from ..errors import RecordError
-from .codec import decode_line, encode_line
+from .codec import encode_line, parse_line, parse_lines
 from .events import Entry
-from .files import FileRecord, fsync_dir, lock_writer
+from .files import FileRecord, fsync_dir, identity, lock_writer, sync
 
 __all__ = ["JsonlRecord"]
 
@@ -16,14 +17,33 @@ logger = logging.getLogger("steerable_compaction.record")
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 _LINE_START = b'{"v":'  # every line the JSONL store writes starts so
+_scan = json.JSONDecoder().raw_decode
+
+
+def _is_torn(tail: bytes) -> bool:
+    """Whether bytes after the last newline can be an entry line cut short by a crash.
+
+    A torn write is a prefix of a line: an entry's start and JSON that has not ended yet. JSON
+    that ends (even with bytes after it, as when a final newline was overwritten) is complete:
+    it must decode, or the record is corrupt.
+    """
+    if not (tail.startswith(_LINE_START) or _LINE_START.startswith(tail)):
+        return False
+    try:
+        _scan(tail.decode("utf-8", "replace"))
+    except RecursionError:
+        return False
+    except ValueError:
+        return True
+    return False
 
 
 class JsonlRecord(FileRecord):
     """A record in a JSON Lines file: one event a line, appended with one `write` each.
 
     On open, an incomplete final line (a write torn by a crash) is dropped with a warning, and a
-    writer truncates it away before appending; any other bad line raises `RecordError` naming
-    the file and line, and the file is left exactly as it was.
+    writer truncates it away before appending. Any other bad line, a complete final one
+    included, raises `RecordError` naming the file and line, and the file is left as it was.
     """
 
     _fd: int | None = None
@@ -36,11 +56,15 @@ class JsonlRecord(FileRecord):
 
     def _open_writer(self) -> None:
         created = not self.file.exists()
-        fd = os.open(self.file, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
+        try:
+            fd = os.open(self.file, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
+        except OSError as exc:
+            raise RecordError(f"cannot open: {exc.strerror}", path=self.file) from None
         try:
             lock_writer(fd, self.file)
             if created:
                 fsync_dir(self.file)
+            self._identity = identity(os.fstat(fd))
         except BaseException:
             os.close(fd)
             raise
@@ -60,54 +84,40 @@ class JsonlRecord(FileRecord):
                 "this is an SQLite database: open it with SqliteRecord", path=self.file
             )
         complete = data.rfind(b"\n") + 1
-        count = 0
-        start = 0
-        while start < complete:
-            end = data.index(b"\n", start)
-            self._load_line(data[start:end])
-            count += 1
-            start = end + 1
-        self._offset += complete
+        lines = data[:complete].split(b"\n")[:-1]
+        objs, error = parse_lines(lines)
+        first, before = self._line + 1, len(self._entries)
+        try:
+            self._load_objects(zip(objs, range(first, first + len(objs)), strict=True))
+        finally:
+            # Keep the position after the last loaded line, so a refresh never reloads it.
+            loaded = len(self._entries) - before
+            self._offset += (
+                complete if loaded == len(lines) else sum(len(line) + 1 for line in lines[:loaded])
+            )
+            self._line += loaded
+        if error is not None:
+            raise RecordError(error.reason, path=self.file, line=self._line + 1)
         tail = data[complete:]
         if tail:
-            count += self._final_line(tail)
-        return count
-
-    def _load_line(self, line: bytes) -> None:
-        self._line += 1
-        try:
-            entry = decode_line(line, projection_len=len(self._projection))
-        except RecordError as exc:
-            raise RecordError(exc.reason, path=self.file, line=self._line) from None
-        self._load(entry, line=self._line)
+            return len(lines) + self._final_line(tail)
+        return len(lines)
 
     def _final_line(self, tail: bytes) -> int:
-        """Handle bytes after the last newline: a complete entry, a torn write, or not a record.
+        """Handle bytes after the last newline: a complete entry, a torn write, or corruption.
 
         A complete entry whose newline never reached the disk is kept (a writer adds the
-        newline before its next append). A prefix of an entry line (`{"v":...`, as every line
-        this library writes begins) is a write torn by a crash: dropped with a warning, and cut
-        off by a writer. Anything else means this is not a record: `RecordError`, file kept.
+        newline before its next append). A torn write is dropped with a warning, and cut off
+        by a writer. Anything else raises `RecordError`, and the file is kept as it is.
         """
-        try:
-            entry = decode_line(tail, projection_len=len(self._projection))
-        except RecordError:
-            entry = None
-        if entry is not None and entry.seq == len(self._entries):
-            self._line += 1
-            self._load(entry, line=self._line)
-            self._needs_newline = True
-            self._offset += len(tail)
-            return 1
-        prefix = _LINE_START[: len(tail)]
-        if not tail.startswith(_LINE_START) and tail != prefix:
-            raise RecordError(
-                "not a record: the final line is neither an entry nor a torn one",
-                path=self.file,
-                line=self._line + 1,
-            )
-        where = f"{self.file}:{self._line + 1}"
-        if not self._readonly:
+        line = self._line + 1
+        where = f"{self.file}:{line}"
+        if _is_torn(tail):
+            if self._readonly:
+                logger.warning(
+                    "%s: ignoring an incomplete final line (%d bytes, no newline)", where, len(tail)
+                )
+                return 0
             assert self._fd is not None
             logger.warning(
                 "%s: dropping a torn final line (%d bytes, no newline) left by an interrupted "
@@ -117,12 +127,23 @@ class JsonlRecord(FileRecord):
                 self._offset,
             )
             os.ftruncate(self._fd, self._offset)
-            os.fsync(self._fd)
-        else:
-            logger.warning(
-                "%s: ignoring an incomplete final line (%d bytes, no newline)", where, len(tail)
+            sync(self._fd)
+            return 0
+        if not tail.startswith(_LINE_START):
+            raise RecordError(
+                "not a record: the final line is neither an entry nor a torn one",
+                path=self.file,
+                line=line,
             )
-        return 0
+        try:
+            obj = parse_line(tail)
+        except RecordError as exc:
+            raise RecordError(exc.reason, path=self.file, line=line) from None
+        self._load_objects([(obj, line)])
+        self._line += 1
+        self._needs_newline = True
+        self._offset += len(tail)
+        return 1
 
     def _persist(self, entry: Entry, *, durable: bool) -> None:
         assert self._fd is not None
@@ -137,13 +158,15 @@ class JsonlRecord(FileRecord):
         self._offset += len(data)
         self._line += 1
         if durable:
-            os.fsync(self._fd)
+            sync(self._fd)
+        self._check_identity()
+        self._on_append(entry)
 
     def _close(self) -> None:
         if self._fd is not None:
             fd, self._fd = self._fd, None
             try:
                 if self._fsync != "never":
-                    os.fsync(fd)
+                    sync(fd)
             finally:
                 os.close(fd)  # also releases the flock

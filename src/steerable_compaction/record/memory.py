@@ -20,6 +20,7 @@ class MemoryRecord(Record):
 
     def _persist(self, entry: Entry, *, durable: bool) -> None:
         """Nothing to write: the entry lives in memory only."""
+        self._on_append(entry)
 
     def _close(self) -> None:
         """Nothing to release."""

@@ -1,57 +1,126 @@
-"""`SqliteRecord`: a record in an SQLite database, one row per event."""
+"""`SqliteRecord`: a record in an SQLite database, one row per event.
+
+A record database is marked by its `application_id` and holds `events (seq, body)`, one
+checksummed entry per row, and `meta`, whose `events` row counts the rows: it is updated in the
+same transaction as each insert, so rows lost to corruption are found on open. A database
+written before checksums (one `events` table, no mark) still opens; a writer adds the mark and
+the count. Any other database, or any other file, is refused and left untouched.
+"""
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
+from typing import Literal
 
 from ..errors import RecordError
-from .codec import decode_entry, encode_entry
+from .codec import encode_body, parse_lines
 from .events import Entry
-from .files import FileRecord, lock_writer
+from .files import FileRecord, identity, lock_writer
 
-__all__ = ["SqliteRecord"]
+__all__ = ["APPLICATION_ID", "SqliteRecord"]
+
+APPLICATION_ID = int.from_bytes(b"StCp", "big")
+"""SQLite's `PRAGMA application_id` of a record database (schema v4 on)."""
+
+_EVENTS = "CREATE TABLE events (seq INTEGER PRIMARY KEY, body TEXT NOT NULL)"
+_META = "CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID"
+_V3_SCHEMA = [(b"table", b"events", _EVENTS.encode())]
+Format = Literal["empty", "v3", "v4"]
+# What the sqlite3 module raises on a damaged file: its own errors, and UnicodeDecodeError when
+# an error message or a text value holds bytes that are not UTF-8.
+_ERRORS = (sqlite3.Error, UnicodeDecodeError)
 
 
 class SqliteRecord(FileRecord):
     """A record in an SQLite database (WAL mode): one row per event, `seq` as the primary key.
 
     A second writer is refused through an exclusive `flock` on `<path>.writer-lock`; readers
-    open the database read-only and never take that lock.
+    open the database read-only and never take that lock. Each append is one transaction.
     """
 
     _lock_fd: int | None = None
+    _lock_identity: tuple[int, int] | None = None
     _conn: sqlite3.Connection | None = None
+    _counted = False  # the database keeps a row count (schema v4 on)
+
+    @property
+    def _lock_path(self) -> str:
+        return str(self.file) + ".writer-lock"
 
     def _open_reader(self) -> None:
-        try:
-            self._conn = sqlite3.connect(
-                f"{self.file.resolve().as_uri()}?mode=ro",
-                uri=True,
-                isolation_level=None,
-                check_same_thread=False,
-            )
-        except sqlite3.DatabaseError as exc:
-            raise self._unreadable(exc) from None
+        self._conn = self._connect(f"{self.file.resolve().as_uri()}?mode=ro", uri=True)
+        kind = self._identify()
+        if kind == "empty":
+            raise RecordError("not a record: an empty database", path=self.file)
+        self._counted = kind == "v4"
 
     def _open_writer(self) -> None:
-        lock_path = self.file.with_name(self.file.name + ".writer-lock")
-        self._lock_fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        self._lock_fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o600)
         lock_writer(self._lock_fd, self.file)
+        self._lock_identity = identity(os.fstat(self._lock_fd))
+        if not self.file.exists():
+            # Created here so that it is private from the start; an existing file keeps its mode.
+            os.close(os.open(self.file, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600))
+        self._conn = self._connect(str(self.file))
+        kind = self._identify()
+        conn = self._conn
         try:
-            self._conn = sqlite3.connect(self.file, isolation_level=None, check_same_thread=False)
-            os.chmod(self.file, 0o600)
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute(
-                "CREATE TABLE IF NOT EXISTS events (seq INTEGER PRIMARY KEY, body TEXT NOT NULL)"
-            )
+            if kind != "v4":
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    if kind == "empty":
+                        conn.execute(_EVENTS)
+                    conn.execute(_META)
+                    conn.execute(
+                        "INSERT INTO meta (key, value) SELECT 'events', count(*) FROM events"
+                    )
+                    conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+                    conn.execute("COMMIT")
+                except BaseException:
+                    conn.execute("ROLLBACK")
+                    raise
+            conn.execute("PRAGMA journal_mode=WAL")
             self._set_sync(durable=False)
-        except sqlite3.DatabaseError as exc:
-            raise self._unreadable(exc) from None
+        except _ERRORS as exc:
+            raise self._error(exc) from None
+        self._counted = True
+        self._identity = identity(os.stat(self.file))
 
-    def _unreadable(self, exc: sqlite3.DatabaseError) -> RecordError:
+    def _connect(self, where: str, *, uri: bool = False) -> sqlite3.Connection:
+        try:
+            return sqlite3.connect(where, uri=uri, isolation_level=None, check_same_thread=False)
+        except _ERRORS as exc:
+            raise self._error(exc) from None
+
+    def _error(self, exc: Exception) -> RecordError:
         return RecordError(f"not a readable SQLite record: {exc}", path=self.file)
+
+    def _identify(self) -> Format:
+        """What the database holds, read without writing; `RecordError` if it is not a record."""
+        assert self._conn is not None
+        try:
+            app = self._conn.execute("PRAGMA application_id").fetchone()[0]
+            # As bytes: a damaged schema need not be valid UTF-8.
+            objects = self._conn.execute(
+                "SELECT CAST(type AS BLOB), CAST(name AS BLOB), CAST(sql AS BLOB) "
+                "FROM sqlite_master"
+            ).fetchall()
+        except _ERRORS as exc:
+            raise self._error(exc) from None
+        names = {name for _, name, _ in objects}
+        if app == APPLICATION_ID and {b"events", b"meta"} <= names:
+            return "v4"
+        if app == 0 and not objects:
+            return "empty"
+        if app == 0 and objects == _V3_SCHEMA:
+            return "v3"
+        shown = sorted(name.decode("utf-8", "replace") for name in names if type(name) is bytes)
+        raise RecordError(
+            "not a record: an SQLite database that steerable-compaction did not write "
+            f"(application_id {app}, tables {shown})",
+            path=self.file,
+        )
 
     def _set_sync(self, *, durable: bool) -> None:
         assert self._conn is not None
@@ -65,37 +134,83 @@ class SqliteRecord(FileRecord):
 
     def _read_new(self) -> int:
         assert self._conn is not None
+        conn = self._conn
         try:
-            rows = self._conn.execute(
-                "SELECT seq, body FROM events WHERE seq >= ? ORDER BY seq", (len(self._entries),)
+            conn.execute("BEGIN")  # one snapshot for the rows and their count
+            try:
+                count = None
+                if self._counted:
+                    found = conn.execute("SELECT value FROM meta WHERE key = 'events'").fetchone()
+                    count = None if found is None else found[0]
+                rows = conn.execute(
+                    "SELECT seq, CAST(body AS BLOB) FROM events WHERE seq >= ? ORDER BY seq",
+                    (len(self._entries),),
+                ).fetchall()
+            finally:
+                conn.execute("COMMIT")
+        except _ERRORS as exc:
+            raise self._error(exc) from None
+        for seq, body in rows:
+            if type(body) is not bytes:
+                raise RecordError("the row has no body", path=self.file, line=seq)
+        objs, error = parse_lines([body for _, body in rows])
+        self._load_objects(zip(objs, (seq for seq, _ in rows), strict=False))
+        if error is not None:
+            assert error.line is not None
+            raise RecordError(error.reason, path=self.file, line=rows[error.line - 1][0])
+        if self._counted and (type(count) is not int or count != len(self._entries)):
+            raise RecordError(
+                f"the database holds {len(self._entries)} events but counts {count!r}: "
+                "rows were lost or added outside this library",
+                path=self.file,
             )
-            count = 0
-            for seq, body in rows:
-                try:
-                    entry = decode_entry(json.loads(body), projection_len=len(self._projection))
-                except json.JSONDecodeError as exc:
-                    raise RecordError(f"not valid JSON: {exc}", path=self.file, line=seq) from None
-                except RecordError as exc:
-                    raise RecordError(exc.reason, path=self.file, line=seq) from None
-                self._load(entry, line=seq)
-                count += 1
-        except sqlite3.DatabaseError as exc:
-            raise self._unreadable(exc) from None
-        return count
+        return len(rows)
+
+    def _check_lock(self) -> None:
+        """Raise `RecordError` if the writer lock file was removed or replaced under us."""
+        try:
+            now = identity(os.stat(self._lock_path))
+        except FileNotFoundError:
+            now = None
+        if now != self._lock_identity:
+            raise RecordError(
+                "the writer lock file was deleted or replaced while this writer held it: "
+                "another writer may be appending, so this one stops; reopen the record",
+                path=self.file,
+            )
 
     def _persist(self, entry: Entry, *, durable: bool) -> None:
         assert self._conn is not None
-        body = json.dumps(encode_entry(entry), ensure_ascii=False, separators=(",", ":"))
-        if durable and self._fsync == "every_boundary":
-            self._set_sync(durable=True)
+        conn = self._conn
+        body = encode_body(entry).decode("utf-8")
+        self._check_lock()
+        self._check_identity()
+        durable = durable and self._fsync == "every_boundary"
+        try:
+            if durable:
+                self._set_sync(durable=True)
+            conn.execute("BEGIN IMMEDIATE")
             try:
-                self._conn.execute(
-                    "INSERT INTO events (seq, body) VALUES (?, ?)", (entry.seq, body)
-                )
+                conn.execute("INSERT INTO events (seq, body) VALUES (?, ?)", (entry.seq, body))
+                conn.execute("UPDATE meta SET value = ? WHERE key = 'events'", (entry.seq + 1,))
+                self._on_append(entry)
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
             finally:
-                self._set_sync(durable=False)
-        else:
-            self._conn.execute("INSERT INTO events (seq, body) VALUES (?, ?)", (entry.seq, body))
+                if durable:
+                    self._set_sync(durable=False)
+        except sqlite3.IntegrityError:
+            raise RecordError(
+                f"row {entry.seq} already exists: something else appended to this record",
+                path=self.file,
+                line=entry.seq,
+            ) from None
+        except _ERRORS as exc:
+            raise RecordError(f"cannot append: {exc}", path=self.file, line=entry.seq) from None
+        self._check_identity()
 
     def _close(self) -> None:
         if self._conn is not None:
