@@ -47,6 +47,7 @@ from .hooks import (
 from .messages import Message, ToolResult
 from .policy import CompactionPolicy
 from .record import (
+    CompactionAbandoned,
     CompactionAction,
     CompactionBoundary,
     CompactionStart,
@@ -505,37 +506,50 @@ class CompactionHooks:
     # -- recovery ---------------------------------------------------------------------------
 
     def _recover(self) -> CompactionOutcome | None:
-        """Close the last bracket if a crash left it with its summary already paid for (R38)."""
-        brackets = self.record.projection.open_brackets
-        if not brackets or self.record.readonly:
+        """Close every bracket a crash left open (R38); the outcome of a reused summary, if any.
+
+        The newest bracket is closed with its recorded summary when it has one and nothing has
+        rewritten the projection since it started (appended messages and reminders leave its
+        span where it was), so the summary is never paid twice. Every other open bracket is
+        closed with `compaction_abandoned`: its span stays visible, and compaction is planned
+        again only if needed.
+        """
+        if self.record.readonly:
             return None
-        bracket = brackets[-1]
-        if bracket.summary is None:
-            return None  # the span stays visible; compaction is re-planned only if needed
-        # Appended messages and reminders leave the span where it was; another rewrite or
-        # bracket after this one means the span no longer addresses what it summarized.
-        tail = self.record.entries[bracket.start_seq + 1 :]
-        if any(isinstance(e.event, CompactionBoundary | CompactionStart) for e in tail):
-            return None
-        start = bracket.start
-        messages = list(self.record.projection.messages)
-        outcome = self._close(
-            start.compaction_id,
-            start.pre_tokens,
-            start.span,
-            bracket.summary.summary,
-            bracket.summary.source,
-            start.trigger,
-            messages,
-            start.kept,
-            called=False,
-            failure="",
-        )
-        logger.warning(
-            "closed bracket %s left open by an interrupted run, reusing its recorded summary",
-            start.compaction_id,
-        )
-        self.last_outcome = outcome
+        outcome = None
+        for bracket in self.record.projection.open_brackets:
+            start = bracket.start
+            tail = self.record.entries[bracket.start_seq + 1 :]
+            moved = any(isinstance(e.event, CompactionBoundary | CompactionStart) for e in tail)
+            if bracket.summary is None or moved:
+                reason = (
+                    "no summary was recorded before the run ended"
+                    if bracket.summary is None
+                    else "the projection was rewritten after the bracket started"
+                )
+                self.record.append(
+                    CompactionAbandoned(compaction_id=start.compaction_id, reason=reason)
+                )
+                logger.warning("abandoned bracket %s left open: %s", start.compaction_id, reason)
+                continue
+            messages = list(self.record.projection.messages)
+            outcome = self._close(
+                start.compaction_id,
+                start.pre_tokens,
+                start.span,
+                bracket.summary.summary,
+                bracket.summary.source,
+                start.trigger,
+                messages,
+                start.kept,
+                called=False,
+                failure="",
+            )
+            logger.warning(
+                "closed bracket %s left open by an interrupted run, reusing its recorded summary",
+                start.compaction_id,
+            )
+            self.last_outcome = outcome
         return outcome
 
     def _observe_new(self) -> None:
