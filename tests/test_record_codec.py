@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import json
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import fields
 from typing import Any
 
@@ -26,16 +26,17 @@ from steerable_compaction.record import (
     Entry,
     Event,
     MessageAppended,
-    codec,
     decode_entry,
     encode_entry,
+    fast,
 )
 from steerable_compaction.record.codec import (
     decode_line,
     encode_body,
     encode_line,
+    iter_lines,
+    iter_rows,
     parse_line,
-    parse_lines,
 )
 
 from . import strategies
@@ -138,6 +139,16 @@ def test_a_start_writes_kept_only_when_it_keeps_something() -> None:
     assert decode_entry(encode_entry(Entry(3, kept)), projection_len=9).event == kept
 
 
+def collect(objs: Iterator[Any]) -> tuple[list[Any], RecordError | None]:
+    """The objects an iterator yields before it raises, and what it raised."""
+    out: list[Any] = []
+    try:
+        out.extend(objs)
+    except RecordError as exc:
+        return out, exc
+    return out, None
+
+
 # -- many lines at once --------------------------------------------------------------------------
 
 
@@ -145,10 +156,11 @@ def test_a_start_writes_kept_only_when_it_keeps_something() -> None:
 def test_parsing_many_lines_at_once_equals_parsing_each(events: list[Event]) -> None:
     """Property: the one-pass parse of many lines gives what `parse_line` gives for each."""
     lines = [*lines_of(events), v3_line(len(events), "old")]
-    objs, error = parse_lines(lines)
-    assert error is None
-    assert objs == [parse_line(line) for line in lines]
-    assert all("crc" not in obj for obj in objs)
+    expected = [parse_line(line) for line in lines]
+    assert list(iter_lines(b"".join(line + b"\n" for line in lines))) == expected
+    assert list(iter_rows(lines)) == expected
+    assert list(iter_rows([*lines, b'{"v":3,\n"seq":0}'])) == [*expected, {"v": 3, "seq": 0}]
+    assert all("crc" not in obj for obj in expected)
 
 
 @pytest.mark.parametrize(
@@ -166,14 +178,17 @@ def test_parsing_many_lines_at_once_equals_parsing_each(events: list[Event]) -> 
 def test_parsing_many_lines_stops_at_the_first_bad_one_and_names_it(bad: bytes) -> None:
     """The objects before the first bad line come back with an error naming that line."""
     good = lines_of(small_session()[:4])
-    objs, error = parse_lines([*good[:2], bad, *good[2:]])
-    assert objs == [parse_line(line) for line in good[:2]]
-    assert error is not None and error.line == 3
+    for objs, error in (
+        collect(iter_rows([*good[:2], bad, *good[2:]])),
+        collect(iter_lines(b"\n".join([*good[:2], bad, *good[2:]]) + b"\n")),
+    ):
+        assert objs == [parse_line(line) for line in good[:2]]
+        assert error is not None and error.line == 3
 
 
 def test_a_value_spanning_two_lines_is_not_taken_for_two_entries() -> None:
     """JSON that continues on the next line is two bad lines, not one good entry."""
-    objs, error = parse_lines([b'{"v":3,"seq":0,', b'"kind":"message"}'])
+    objs, error = collect(iter_lines(b'{"v":3,"seq":0,\n"kind":"message"}\n'))
     assert objs == [] and error is not None and error.line == 1
 
 
@@ -182,7 +197,7 @@ def test_a_value_spanning_two_lines_is_not_taken_for_two_entries() -> None:
 
 def test_the_fast_path_knows_every_field_of_the_values_it_builds() -> None:
     """A field added to a message class turns the fast path off until it learns the field."""
-    assert codec._FAST
+    assert fast.ENABLED
     assert [f.name for f in fields(Message)] == ["role", "parts"]
     assert [f.name for f in fields(TextPart)] == ["text", "type"]
     assert [f.name for f in fields(ToolCall)] == ["id", "name", "arguments", "type"]
@@ -192,11 +207,13 @@ def test_the_fast_path_knows_every_field_of_the_values_it_builds() -> None:
 @given(message=strategies.messages("any"))
 def test_the_fast_path_builds_exactly_what_the_validating_decoder_builds(message: Message) -> None:
     """Property: for every valid message the fast path gives the same value, or defers."""
-    obj = message_to_dict(message)
-    fast = codec._fast_message(obj)
-    assert fast is None or fast == message_from_dict(obj) == message
-    if fast is not None:
-        assert hash(fast) == hash(message) and repr(fast) == repr(message)
+    obj = {"v": 4, "seq": 3, "kind": "message", "message": message_to_dict(message)}
+    entry = fast.message_entry(obj, 4)
+    assert entry is None or entry == decode_entry(obj, projection_len=0)
+    if entry is not None:
+        built = entry.event.message  # type: ignore[union-attr]
+        assert built == message_from_dict(obj["message"]) == message
+        assert hash(built) == hash(message) and repr(built) == repr(message)
 
 
 def _mutate(draw: Callable[..., Any], value: Any) -> Any:
@@ -236,11 +253,9 @@ def test_the_fast_path_never_accepts_what_the_validating_decoder_refuses(
 ) -> None:
     """Property: on a damaged message object the fast path defers or agrees with the decoder."""
     obj = _mutate(data.draw, message_to_dict(message))
-    if not isinstance(obj, dict):
-        return
-    fast = codec._fast_message(obj)
-    if fast is not None:
-        assert message_from_dict(obj) == fast
+    entry = fast.message_entry({"v": 4, "seq": 0, "kind": "message", "message": obj}, 4)
+    if entry is not None:
+        assert message_from_dict(obj) == entry.event.message  # type: ignore[union-attr]
     else:
         try:
             message_from_dict(obj)

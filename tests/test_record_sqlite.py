@@ -171,6 +171,7 @@ def test_a_changed_body_fails_its_checksum_naming_the_row(tmp_path: Path) -> Non
     [
         "DELETE FROM events WHERE seq = (SELECT max(seq) FROM events)",
         "UPDATE meta SET value = value + 1",
+        "UPDATE meta SET value = 0",
         "DELETE FROM meta",
     ],
 )

@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import json
 import zlib
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import fields
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from json.scanner import make_scanner
 from typing import Any, assert_never
 
 from ..errors import MessageError, RecordError
-from ..messages import Message, TextPart, ToolCall, ToolResult, message_from_dict, message_to_dict
+from ..messages import message_from_dict, message_to_dict
 from .events import (
     CompactionAbandoned,
     CompactionBoundary,
@@ -38,6 +38,7 @@ from .events import (
     Reminder,
     Usage,
 )
+from .fast import message_entry
 
 __all__ = [
     "CHECKED_SINCE",
@@ -47,8 +48,9 @@ __all__ = [
     "encode_body",
     "encode_entry",
     "encode_line",
+    "iter_lines",
+    "iter_rows",
     "parse_line",
-    "parse_lines",
 ]
 
 SCHEMA_VERSION = 4
@@ -57,6 +59,7 @@ CHECKED_SINCE = 4
 
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
 _CRC_KEY = b',"crc":'
+_POWERS = [0, *(10**i for i in range(1, 11))]  # d digits: _POWERS[d - 1] <= crc < _POWERS[d]
 
 
 def _usage_to_dict(usage: Usage) -> dict[str, int]:
@@ -270,119 +273,6 @@ def _decode_v2_boundary(f: _Fields, projection_len: int) -> Event:
     )
 
 
-# -- the fast path for messages ------------------------------------------------------------------
-# Loading a long record is mostly building messages, and a frozen dataclass's constructor costs
-# more than parsing its JSON. For the shapes `message_to_dict` writes for text and tool calls,
-# these builders check the same invariants as the constructors (exact types, role rules, unique
-# call ids) and set the slots directly; anything else, or a field they do not know, takes the
-# validating `message_from_dict`. tests/test_record_codec.py proves both paths agree.
-
-_new = object.__new__
-_set = object.__setattr__
-_FAST = [
-    [f.name for f in fields(cls)]
-    for cls in (Message, TextPart, ToolCall, ToolResult, MessageAppended, Entry)
-] == [
-    ["role", "parts"],
-    ["text", "type"],
-    ["id", "name", "arguments", "type"],
-    ["call_id", "content", "is_error", "type"],
-    ["message", "usage", "kind"],
-    ["seq", "event"],
-]
-
-
-def _fast_text(obj: Any) -> TextPart | None:
-    if type(obj) is dict and len(obj) == 2 and obj.get("type") == "text":
-        text = obj.get("text")
-        if type(text) is str:
-            part = _new(TextPart)
-            _set(part, "text", text)
-            _set(part, "type", "text")
-            return part
-    return None
-
-
-def _fast_call(obj: Any) -> ToolCall | None:
-    if type(obj) is dict and len(obj) == 4 and obj.get("type") == "tool_call":
-        cid, name, arguments = obj.get("id"), obj.get("name"), obj.get("arguments")
-        if type(cid) is str and cid and type(name) is str and name and type(arguments) is str:
-            call = _new(ToolCall)
-            _set(call, "id", cid)
-            _set(call, "name", name)
-            _set(call, "arguments", arguments)
-            _set(call, "type", "tool_call")
-            return call
-    return None
-
-
-def _fast_result(obj: Any) -> ToolResult | None:
-    if type(obj) is not dict or obj.get("type") != "tool_result":
-        return None
-    cid, raw, is_error = obj.get("call_id"), obj.get("content"), obj.get("is_error", False)
-    if type(cid) is not str or not cid or type(raw) is not list or type(is_error) is not bool:
-        return None
-    if len(obj) != (4 if "is_error" in obj else 3):
-        return None
-    content = []
-    for item in raw:
-        part = _fast_text(item)
-        if part is None:
-            return None
-        content.append(part)
-    result = _new(ToolResult)
-    _set(result, "call_id", cid)
-    _set(result, "content", tuple(content))
-    _set(result, "is_error", is_error)
-    _set(result, "type", "tool_result")
-    return result
-
-
-def _fast_parts(role: str, raw: list[Any]) -> tuple[Any, ...] | None:
-    if role == "tool":
-        result = _fast_result(raw[0]) if len(raw) == 1 else None
-        return None if result is None else (result,)
-    parts: list[Any] = []
-    calls: set[str] = set()
-    for item in raw:
-        part: Any = _fast_text(item) if not calls else None
-        if part is None and role == "assistant":
-            part = _fast_call(item)
-            if part is None or part.id in calls:
-                return None
-            calls.add(part.id)
-        if part is None:
-            return None
-        parts.append(part)
-    return tuple(parts)
-
-
-def _fast_message(obj: dict[str, Any]) -> Message | None:
-    role, raw = obj.get("role"), obj.get("parts")
-    if not _FAST or len(obj) != 2 or type(raw) is not list:
-        return None
-    if role != "system" and role != "user" and role != "assistant" and role != "tool":
-        return None
-    parts = _fast_parts(role, raw)
-    if parts is None:
-        return None
-    message = _new(Message)
-    _set(message, "role", role)
-    _set(message, "parts", parts)
-    return message
-
-
-def _fast_entry(seq: int, message: Message) -> Entry:
-    event = _new(MessageAppended)
-    _set(event, "message", message)
-    _set(event, "usage", None)
-    _set(event, "kind", "message")
-    entry = _new(Entry)
-    _set(entry, "seq", seq)
-    _set(entry, "event", event)
-    return entry
-
-
 def decode_entry(obj: Any, *, projection_len: int) -> Entry:
     """Decode one JSON object of any supported schema version into an `Entry`.
 
@@ -390,13 +280,9 @@ def decode_entry(obj: Any, *, projection_len: int) -> Entry:
     Checksums belong to lines (`parse_line`). Raises `RecordError` without a location; the
     store adds file and line.
     """
-    if type(obj) is dict and obj.get("kind") == "message" and "usage" not in obj:
-        # The hot path when loading a long record: most entries are messages.
-        version, seq, message = obj.get("v"), obj.get("seq"), obj.get("message")
-        if type(version) is int and 2 <= version <= SCHEMA_VERSION and type(seq) is int:
-            if type(message) is dict:
-                fast = _fast_message(message)
-                return _fast_entry(seq, _message(message, "message") if fast is None else fast)
+    entry = message_entry(obj, SCHEMA_VERSION)  # most entries of a long record
+    if entry is not None:
+        return entry
     if not isinstance(obj, Mapping):
         raise RecordError(f"an entry must be a JSON object, got {type(obj).__name__}")
     f = _Fields(obj)
@@ -472,47 +358,69 @@ def parse_line(line: bytes) -> Any:
     return _settle(obj, _checksum(line))
 
 
-_raw_decode = json.JSONDecoder().raw_decode
+# What `json.loads` runs for each value, without its wrappers (typeshed types it as a class).
+_scan: Callable[[str, int], tuple[Any, int]] = make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
 
 
-def _parse_fast(lines: Sequence[bytes]) -> list[Any] | None:
-    """Parse well-formed lines in one pass over their joined text; `None` at the first doubt.
+def iter_lines(data: bytes) -> Iterator[Any]:
+    """Parse newline-terminated lines one at a time: each line's object, without `crc`.
 
-    One decode of the whole text and one scanner call per line cost about half of calling
-    `json.loads` on each line. Every value must end exactly at its line's newline, so value
-    `i` is line `i`; anything unusual is left to `parse_line`, which names the problem.
+    Raises `RecordError` whose `line` is the bad line's 1-based index in `data` (the store
+    adds its file). Objects come one by one, so a loader that turns each into an entry reuses
+    the memory of the last, as `json.loads` on each line would.
+
+    The fast loop decodes the whole text once and calls the JSON scanner once per line (about
+    half the cost of `json.loads` per line), checking each checksum in place. A value must end
+    exactly at its line's first newline (so value `i` is line `i`) and a checksum must be
+    exactly `,"crc":<digits>}` at the line's end. At the first line in doubt it hands the rest
+    to `parse_line`, line by line, which names what is wrong.
     """
+    find, rfind, crc32 = data.find, data.rfind, zlib.crc32
+    done = at = start = 0  # lines parsed; the next line's start in `text` and in `data`
     try:
-        crcs = [_checksum(line) for line in lines]
-        text = b"\n".join(lines).decode("utf-8") + "\n"
-        out: list[Any] = []
-        at = 0
-        for crc in crcs:
-            obj, end = _raw_decode(text, at)
-            if text[end] != "\n":
-                return None
-            at = end + 1
-            out.append(_settle(obj, crc))
-    except (RecordError, ValueError, RecursionError):
-        return None
-    return out
-
-
-def parse_lines(lines: Sequence[bytes]) -> tuple[list[Any], RecordError | None]:
-    """Parse many lines: the objects of the good ones before the first bad one, and its error.
-
-    The error's `line` is the bad line's 1-based index in `lines` (the store adds its file).
-    """
-    fast = _parse_fast(lines)
-    if fast is not None:
-        return fast, None
-    out = []
-    for i, line in enumerate(lines):
+        text = data.decode("utf-8")
+        same = len(text) == len(data)  # ASCII: a line starts at the same index in both
+        while start < len(data):
+            newline = find(b"\n", start)
+            obj, end = _scan(text, at)
+            if end != (newline if same else text.find("\n", at)) or type(obj) is not dict:
+                break
+            version, key = obj.get("v"), rfind(_CRC_KEY, start, newline)
+            if key < 0:
+                if type(version) is not int or version >= CHECKED_SINCE:
+                    break
+            else:
+                crc = obj.pop("crc", None)
+                digits = newline - key - len(_CRC_KEY) - 1  # `,"crc":<digits>}` ends the line
+                if type(crc) is not int or version != CHECKED_SINCE or not 0 < digits < 11:
+                    break
+                if not _POWERS[digits - 1] <= crc < _POWERS[digits]:
+                    break
+                if crc32(data[start:key]) != crc:
+                    break
+            yield obj
+            done, at, start = done + 1, end + 1, newline + 1
+    except (ValueError, RecursionError, StopIteration):
+        pass
+    for i, line in enumerate(data[start:].split(b"\n")[:-1], start=done + 1):
         try:
-            out.append(parse_line(line))
+            obj = parse_line(line)
         except RecordError as exc:
-            return out, RecordError(exc.reason, line=i + 1)
-    return out, None
+            raise RecordError(exc.reason, line=i) from None
+        yield obj
+
+
+def iter_rows(rows: Sequence[bytes]) -> Iterator[Any]:
+    """`iter_lines` for separate lines (SQLite rows), which may hold anything, newlines too."""
+    if not any(b"\n" in row for row in rows):
+        yield from iter_lines(b"".join(row + b"\n" for row in rows))
+        return
+    for i, row in enumerate(rows, start=1):
+        try:
+            obj = parse_line(row)
+        except RecordError as exc:
+            raise RecordError(exc.reason, line=i) from None
+        yield obj
 
 
 def decode_line(line: bytes, *, projection_len: int) -> Entry:

@@ -15,13 +15,14 @@ import logging
 import os
 import stat
 from abc import abstractmethod
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from ..errors import RecordError, RecordLockedError
 from .base import FsyncPolicy, Record
-from .codec import CHECKED_SINCE, decode_entry
+from .codec import CHECKED_SINCE, SCHEMA_VERSION, decode_entry
+from .fast import message_entry
 
 __all__ = ["FileRecord", "bulk_load", "fsync_dir", "identity", "lock_writer", "sync"]
 
@@ -57,18 +58,28 @@ def identity(st: os.stat_result) -> tuple[int, int]:
 
 @contextlib.contextmanager
 def bulk_load() -> Iterator[None]:
-    """Pause the cyclic GC while decoding a batch of entries.
+    """Pause the cyclic GC while decoding a batch of entries, then file them as long-lived.
 
     Loading builds no cycles, and the collector's repeated passes over hundreds of thousands of
-    new objects would cost more than the decode itself.
+    new objects would cost more than the decode itself. Once loaded they live as long as the
+    record, so a large batch is moved straight to the oldest generation (`gc.freeze` then
+    `gc.unfreeze`, which also ages any other young object) instead of being walked by the next
+    young collection: a fifth of the time to open 100k events.
     """
     was_enabled = gc.isenabled()
+    before = gc.get_count()[0]
     gc.disable()
     try:
         yield
     finally:
+        if gc.get_count()[0] - before > _PROMOTE_AFTER:
+            gc.freeze()
+            gc.unfreeze()
         if was_enabled:
             gc.enable()
+
+
+_PROMOTE_AFTER = 100_000  # new tracked objects (about 20k entries) worth skipping young passes
 
 
 def fsync_dir(path: Path) -> None:
@@ -158,36 +169,42 @@ class FileRecord(Record):
             )
         return count
 
-    def _load_objects(self, objs: Iterable[tuple[Any, int]]) -> None:
-        """Decode and load parsed entries in order, each with its line (or row) for errors."""
-        entries = self._entries
-        for obj, line in objs:
-            try:
-                entry = decode_entry(obj, projection_len=len(self._projection))
-            except RecordError as exc:
-                raise RecordError(exc.reason, path=self.file, line=line) from None
-            except RecursionError:
-                raise RecordError("an entry nested too deeply", path=self.file, line=line) from None
-            if entry.seq != len(entries):
-                raise RecordError(
-                    f"seq {entry.seq} out of order: expected {len(entries)}",
-                    path=self.file,
-                    line=line,
-                )
-            if obj["v"] < CHECKED_SINCE:
-                if self._checked:
+    def _load_objects(self, objs: Iterator[Any], where: Callable[[int], int]) -> None:
+        """Decode and load parsed entries in order; `where(i)` is the line (or row) of the i-th.
+
+        `objs` may raise `RecordError` whose `line` is a 1-based index into it.
+        """
+        entries, messages, accept = self._entries, self._message_entries, self._accept
+        add, checked, unchecked, i = self._projection.add, self._checked, 0, -1
+        try:
+            for i, obj in enumerate(objs):  # noqa: B007 (`i` locates an error)
+                entry = message_entry(obj, SCHEMA_VERSION)
+                fast = entry is not None
+                if entry is None:
+                    entry = decode_entry(obj, projection_len=len(self._projection))
+                if entry.seq != len(entries):
+                    raise RecordError(f"seq {entry.seq} out of order: expected {len(entries)}")
+                if obj["v"] >= CHECKED_SINCE:
+                    checked = True
+                elif checked:
                     raise RecordError(
-                        f"a v{obj['v']} entry after checksummed ones: the record was altered",
-                        path=self.file,
-                        line=line,
+                        f"a v{obj['v']} entry after checksummed ones: the record was altered"
                     )
-                self._unchecked += 1
-            else:
-                self._checked = True
-            try:
-                self._accept(entry)
-            except RecordError as exc:
-                raise RecordError(exc.reason, path=self.file, line=line) from None
+                else:
+                    unchecked += 1
+                if fast:  # a plain message: what `_accept` does, without its dispatch
+                    add(entry.seq, entry.event.message)  # type: ignore[union-attr]
+                    entries.append(entry)
+                    messages.append(entry)
+                else:
+                    accept(entry)
+        except RecordError as exc:
+            line = where(i if exc.line is None else exc.line - 1)
+            raise RecordError(exc.reason, path=self.file, line=line) from None
+        except RecursionError:
+            raise RecordError("an entry nested too deeply", path=self.file, line=where(i)) from None
+        finally:
+            self._checked, self._unchecked = checked, self._unchecked + unchecked
 
     def _check_identity(self) -> None:
         """Raise `RecordError` if the path no longer names the file this writer opened."""

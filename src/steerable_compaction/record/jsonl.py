@@ -7,7 +7,7 @@ import logging
 import os
 
 from ..errors import RecordError
-from .codec import encode_line, parse_line, parse_lines
+from .codec import encode_line, iter_lines, parse_line
 from .events import Entry
 from .files import FileRecord, fsync_dir, identity, lock_writer, sync
 
@@ -84,24 +84,21 @@ class JsonlRecord(FileRecord):
                 "this is an SQLite database: open it with SqliteRecord", path=self.file
             )
         complete = data.rfind(b"\n") + 1
-        lines = data[:complete].split(b"\n")[:-1]
-        objs, error = parse_lines(lines)
         first, before = self._line + 1, len(self._entries)
         try:
-            self._load_objects(zip(objs, range(first, first + len(objs)), strict=True))
+            self._load_objects(iter_lines(data[:complete]), lambda i: first + i)
         finally:
             # Keep the position after the last loaded line, so a refresh never reloads it.
             loaded = len(self._entries) - before
-            self._offset += (
-                complete if loaded == len(lines) else sum(len(line) + 1 for line in lines[:loaded])
-            )
+            end = 0
+            for _ in range(loaded):
+                end = data.index(b"\n", end) + 1
+            self._offset += end
             self._line += loaded
-        if error is not None:
-            raise RecordError(error.reason, path=self.file, line=self._line + 1)
         tail = data[complete:]
         if tail:
-            return len(lines) + self._final_line(tail)
-        return len(lines)
+            return loaded + self._final_line(tail)
+        return loaded
 
     def _final_line(self, tail: bytes) -> int:
         """Handle bytes after the last newline: a complete entry, a torn write, or corruption.
@@ -139,7 +136,7 @@ class JsonlRecord(FileRecord):
             obj = parse_line(tail)
         except RecordError as exc:
             raise RecordError(exc.reason, path=self.file, line=line) from None
-        self._load_objects([(obj, line)])
+        self._load_objects(iter([obj]), lambda _: line)
         self._line += 1
         self._needs_newline = True
         self._offset += len(tail)

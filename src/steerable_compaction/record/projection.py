@@ -103,6 +103,11 @@ class Projection:
             case _:
                 assert_never(event)
 
+    def add(self, seq: int, message: Message) -> None:
+        """Append `message` from entry `seq`: what `apply` does for a message (no check needed)."""
+        self._messages.append(message)
+        self._seqs.append(seq)
+
     def apply(self, entry: Entry) -> None:
         """Fold `entry` into the projection; raises `RecordError` (changing nothing) if invalid."""
         event = entry.event
