@@ -7,11 +7,12 @@ attaches `CompactionHooks` (which recovers interrupted brackets on open) and run
 (`torn_start`, `torn_boundary`), or never (`none`). The summarizer appends a line to PAID_LOG
 each time it is paid.
 
-`python -m tests.crash_session drive STORE KILLS SEED DIR` runs a longer scripted session
+`python -m tests.crash_session drive STORE KILLS SEED DIR [batched]` runs a longer session
 (several compactions) once cleanly, then KILLS times from an empty record, each time killed at
 a random moment: before or after any append, in the middle of one (a torn JSONL line, or inside
 the SQLite transaction), or right after the summarizer was paid. After each kill it reopens the
 record, checks it, recovers it, finishes the session, and prints one JSON report (see `drive`).
+`batched` appends each tool round (call and result) in one `Record.batch()`.
 """
 
 from __future__ import annotations
@@ -147,21 +148,29 @@ class Killer:
         def crashing(entry: Entry, *, durable: bool) -> None:
             if self.tick():
                 self.die()  # before anything of the entry is written
-            if isinstance(record, JsonlRecord) and self.tick():
-                line = (b"\n" if record._needs_newline else b"") + encode_line(entry)
-                assert record._fd is not None
-                os.write(record._fd, line[: self.rng.randrange(1, len(line))])
-                self.die()  # a torn line
             persist(entry, durable=durable)
             if self.tick():
-                self.die()  # written (and committed), not yet in memory
-
-        def in_transaction(entry: Entry) -> None:
-            if self.tick():
-                self.die()  # inserted, not committed
+                self.die()  # written (or, in a batch, queued), not yet in memory
 
         record._persist = crashing  # type: ignore[method-assign]
+        if isinstance(record, JsonlRecord):
+            write = record._write
+
+            def tearing(*, durable: bool) -> None:
+                if self.tick():
+                    data = b"".join(record._pending)
+                    assert record._fd is not None
+                    os.write(record._fd, data[: self.rng.randrange(1, len(data))])
+                    self.die()  # a torn write (of one line, or of a batch's lines)
+                write(durable=durable)
+
+            record._write = tearing  # type: ignore[method-assign]
         if isinstance(record, SqliteRecord):
+
+            def in_transaction(entry: Entry) -> None:
+                if self.tick():
+                    self.die()  # inserted, not committed
+
             record._on_append = in_transaction  # type: ignore[method-assign]
 
 
@@ -176,8 +185,13 @@ def pay_once(paid_log: Path, request: SummaryRequest) -> None:
         fh.write(request_key(request) + "\n")
 
 
-def run(path: Path, store: str, paid_log: Path, killer: Killer | None) -> None:
-    """Open (recovering), then play the script from where the record stands, to the end."""
+def run(
+    path: Path, store: str, paid_log: Path, killer: Killer | None, *, batched: bool = False
+) -> None:
+    """Open (recovering), then play the script from where the record stands, to the end.
+
+    `batched` appends each round's call and result in one `batch()`, as a loop may.
+    """
 
     async def summarize(request: SummaryRequest) -> str:
         pay_once(paid_log, request)
@@ -191,11 +205,18 @@ def run(path: Path, store: str, paid_log: Path, killer: Killer | None) -> None:
         while done:  # skip the messages the record already holds
             done -= steps[at] is not None
             at += 1
-        for i, step in enumerate(steps[at:], start=at):
+        while at < len(steps):
+            step, after = steps[at], steps[at + 1] if at + 1 < len(steps) else None
             if step is None:
-                await hooks.pre_step(StepContext(record=record, round=i, turn=1))
+                await hooks.pre_step(StepContext(record=record, round=at, turn=1))
+            elif batched and step.role == "assistant" and after is not None:
+                with record.batch():
+                    record.append_message(step)
+                    record.append_message(after)
+                at += 1
             else:
                 record.append_message(step)
+            at += 1
 
     with STORES[store](path) as record:
         hooks = CompactionHooks(record, POLICY, summarizer=summarize)
@@ -208,7 +229,7 @@ def messages_of(record: Record) -> list[Message]:
     return [e.event.message for e in record.history()]  # type: ignore[union-attr]
 
 
-def drive(store: str, kills: int, seed: int, root: Path) -> dict[str, Any]:
+def drive(store: str, kills: int, seed: int, root: Path, *, batched: bool) -> dict[str, Any]:
     """Kill `kills` sessions at random moments and check each reopen; returns the report.
 
     `failures` lists every check that failed (empty when all held); the counts say what the
@@ -228,7 +249,7 @@ def drive(store: str, kills: int, seed: int, root: Path) -> dict[str, Any]:
     suffix = ".jsonl" if store == "jsonl" else ".db"
     clean_path, clean_paid = root / f"clean{suffix}", root / "clean.paid"
     counter = Killer(-1, random.Random(seed))
-    run(clean_path, store, clean_paid, counter)
+    run(clean_path, store, clean_paid, counter, batched=batched)
     with STORES[store](clean_path, readonly=True) as clean:
         clean_entries = list(clean.entries)
         clean_messages = messages_of(clean)
@@ -236,6 +257,7 @@ def drive(store: str, kills: int, seed: int, root: Path) -> dict[str, Any]:
     rng = random.Random(seed)
     report: dict[str, Any] = {
         "store": store,
+        "batched": batched,
         "moments": counter.moments,
         "compactions": compactions,
         "kills": 0,
@@ -252,7 +274,8 @@ def drive(store: str, kills: int, seed: int, root: Path) -> dict[str, Any]:
         pid = os.fork()
         if pid == 0:  # the child: play until killed
             try:
-                run(path, store, paid, Killer(kill_at, random.Random(seed + trial)))
+                killer = Killer(kill_at, random.Random(seed + trial))
+                run(path, store, paid, killer, batched=batched)
             finally:
                 os._exit(3)  # reached only if the kill point was never hit
         _, status = os.waitpid(pid, 0)
@@ -283,7 +306,7 @@ def drive(store: str, kills: int, seed: int, root: Path) -> dict[str, Any]:
                     report["abandoned"] += 1
                 else:
                     report["reused"] += entry.event.kind == "compaction_boundary"
-        run(path, store, paid, None)
+        run(path, store, paid, None, batched=batched)
         with STORES[store](path, readonly=True) as finished:
             if messages_of(finished) != clean_messages:
                 fail(f"trial {trial} (moment {kill_at}): finished history differs from clean")
@@ -297,7 +320,7 @@ def drive(store: str, kills: int, seed: int, root: Path) -> dict[str, Any]:
 
 def _drive_main(args: list[str]) -> None:
     store, kills, seed, root = args[0], int(args[1]), int(args[2]), Path(args[3])
-    print(json.dumps(drive(store, kills, seed, root)))
+    print(json.dumps(drive(store, kills, seed, root, batched=args[4:] == ["batched"])))
 
 
 ENTRY: dict[str, Callable[[list[str]], None]] = {"drive": _drive_main}

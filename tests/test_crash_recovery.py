@@ -190,9 +190,10 @@ KILLS = int(os.environ.get("STEERABLE_CRASH_KILLS", "30"))
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("batched", [False, True], ids=["per-append", "batched"])
 @pytest.mark.parametrize("store", ["jsonl", "sqlite"])
 def test_a_writer_killed_at_random_moments_always_reopens_to_a_prefix_and_recovers(
-    tmp_path: Path, store: str
+    tmp_path: Path, store: str, batched: bool
 ) -> None:
     """R37/R38: SIGKILL at random moments of a compacting session; every reopen is clean.
 
@@ -200,10 +201,12 @@ def test_a_writer_killed_at_random_moments_always_reopens_to_a_prefix_and_recove
     entries (so its projection is the clean run's at that point), recovers with no bracket left
     open, and finishes with the clean run's message history. Summaries paid twice (a kill
     between paying the summarizer and recording its summary) are counted and printed.
+    With `batched`, each tool round is one group commit (`Record.batch()`).
     `STEERABLE_CRASH_KILLS=200` runs the long version.
     """
+    args = [store, str(KILLS), "7", str(tmp_path), *(["batched"] if batched else [])]
     done = subprocess.run(
-        [sys.executable, "-m", "tests.crash_session", "drive", store, str(KILLS), "7", tmp_path],
+        [sys.executable, "-m", "tests.crash_session", "drive", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,

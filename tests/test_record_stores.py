@@ -17,6 +17,7 @@ from steerable_compaction import Message, RecordError, RecordLockedError, cli
 from steerable_compaction.record import (
     CompactionBoundary,
     CompactionStart,
+    CompactionSummary,
     Edit,
     Entry,
     Event,
@@ -441,7 +442,7 @@ class _FailingIndex(SqliteRecord):
         assert self._conn is not None
         self._conn.execute("CREATE TABLE IF NOT EXISTS words (seq INTEGER)")
         self._conn.execute("INSERT INTO words VALUES (?)", (entry.seq,))
-        if entry.seq == 2:
+        if isinstance(entry.event, MessageAppended) and entry.event.message.text == "c":
             raise RecordError("the index refused it")
 
 
@@ -460,3 +461,106 @@ def test_the_append_hook_runs_inside_the_entrys_transaction(tmp_path: Path) -> N
     conn.close()
     with SqliteRecord(path, readonly=True) as again:
         assert [m.text for m in again.messages()] == ["a", "b"]
+
+
+# -- group commit (issue 15, item 4) --------------------------------------------------------------
+
+
+def test_a_batch_reaches_readers_only_when_it_ends(store: tuple[Factory, Path]) -> None:
+    """Appends in `batch()` are in the handle at once and on the medium when the block ends."""
+    factory, path = store
+    with factory(path) as writer, factory(path, readonly=True) as reader:
+        writer.append(MessageAppended(message=Message.user("before")))
+        assert reader.refresh() == 1
+        with writer.batch():
+            for text in ("a", "b", "c"):
+                writer.append(MessageAppended(message=Message.user(text)))
+            assert len(writer) == 4
+            assert reader.refresh() == 0
+        assert reader.refresh() == 3
+        assert [m.text for m in reader.messages()] == ["before", "a", "b", "c"]
+
+
+@pytest.mark.parametrize("policy", ["every_event", "every_boundary"])
+def test_a_batch_is_synced_once_at_its_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, policy: str
+) -> None:
+    """A JSONL batch is one `write` and at most one sync, whatever it holds."""
+    path = tmp_path / "r.jsonl"
+    with JsonlRecord(path, fsync=policy) as record:  # type: ignore[arg-type]
+        calls: list[str] = []
+        for name in ("write", "fsync", "fdatasync"):
+            real = getattr(os, name)
+
+            def spy(*args: object, real: Callable[..., object] = real, name: str = name) -> object:
+                calls.append(name)
+                return real(*args)
+
+            monkeypatch.setattr(os, name, spy)
+        with record.batch():
+            for event in small_session()[:8]:  # seven messages and a fold boundary
+                record.append(event)
+        monkeypatch.undo()
+    assert calls in (["write", "fdatasync"], ["write", "fsync"])
+
+
+def test_a_batch_left_by_an_exception_is_still_committed(store: tuple[Factory, Path]) -> None:
+    """The appends made before the block raised are in the handle, so they are written too."""
+    factory, path = store
+    with factory(path) as record:
+        with pytest.raises(ZeroDivisionError), record.batch():
+            record.append(MessageAppended(message=Message.user("kept")))
+            _ = 1 / 0
+    with factory(path, readonly=True) as again:
+        assert [m.text for m in again.messages()] == ["kept"]
+
+
+def test_a_refused_append_in_a_batch_leaves_the_others(store: tuple[Factory, Path]) -> None:
+    """An invalid event inside a batch raises and writes nothing; the rest of the batch stays."""
+    factory, path = store
+    with factory(path) as record, record.batch():
+        record.append(MessageAppended(message=Message.user("one")))
+        with pytest.raises(RecordError, match="unknown bracket"):
+            record.append(CompactionSummary(compaction_id="ghost", summary="s"))
+        with record.batch():  # nested: joins the outer group
+            record.append(MessageAppended(message=Message.user("two")))
+    with factory(path, readonly=True) as again:
+        assert [m.text for m in again.messages()] == ["one", "two"]
+
+
+def test_closing_inside_a_batch_commits_it(store: tuple[Factory, Path]) -> None:
+    """`close()` in the middle of a batch writes the group before it lets go."""
+    factory, path = store
+    record = factory(path)
+    with record.batch():
+        record.append(MessageAppended(message=Message.user("in the batch")))
+        record.close()
+    with factory(path, readonly=True) as again:
+        assert len(again) == 1
+
+
+def test_a_hook_failing_in_a_batch_takes_back_only_its_entry(tmp_path: Path) -> None:
+    """SQLite: inside a batch each append is a savepoint, so one failure undoes only itself."""
+    path = tmp_path / "r.db"
+    with _FailingIndex(path) as record:
+        with record.batch():
+            record.append(MessageAppended(message=Message.user("a")))
+            record.append(MessageAppended(message=Message.user("b")))
+            with pytest.raises(RecordError, match="the index refused it"):
+                record.append(MessageAppended(message=Message.user("c")))
+            record.append(MessageAppended(message=Message.user("c again")))
+    with SqliteRecord(path, readonly=True) as again:
+        assert [m.text for m in again.messages()] == ["a", "b", "c again"]
+
+
+def test_a_group_commit_to_a_deleted_file_fails_and_stops_the_writer(
+    store: tuple[Factory, Path],
+) -> None:
+    """The file went away during a batch: its end raises, and later appends are refused."""
+    factory, path = store
+    with factory(path) as record:
+        with pytest.raises(RecordError, match="deleted or replaced"), record.batch():
+            record.append(MessageAppended(message=Message.user("lost")))
+            path.unlink()
+        with pytest.raises(RecordError, match="a group commit failed"):
+            record.append(MessageAppended(message=Message.user("refused")))

@@ -18,10 +18,13 @@ summary, boundary, abandon) and reminders; `append` returns only after its entry
   returned; a power cut can lose anything not yet written back by the OS.
 In every case a crash in the middle of an append loses at most that append: a torn JSONL line is
 dropped on the next open (with a warning), an uncommitted SQLite transaction rolls back.
+`Record.batch()` groups appends into one commit (one transaction, one write, at most one sync):
+a crash before the group is written loses all of it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
@@ -91,7 +94,10 @@ class Record(ABC):
         self._entries: list[Entry] = []
         self._message_entries: list[Entry] = []
         self._projection = Projection()
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
+        self._batching = False  # inside `batch()`: appends wait for `_commit_batch`
+        self._batch_sync = False  # an append in the open batch asked to be synced
+        self._broken: str | None = None  # why appends are refused (what was written is lost)
         self._closed = False
 
     # -- reading -------------------------------------------------------------------------------
@@ -206,13 +212,18 @@ class Record(ABC):
                 raise RecordError("the record is closed", path=self._path)
             if self._readonly:
                 raise RecordError("the record was opened read-only", path=self._path)
+            if self._broken is not None:
+                raise RecordError(self._broken, path=self._path)
             entry = Entry(len(self._entries), event)
             try:
                 self._projection.check(entry)
             except RecordError as exc:
                 raise RecordError(exc.reason, path=self._path) from None
+            durable = self._should_sync(event)
+            if self._batching:
+                self._batch_sync, durable = self._batch_sync or durable, False
             try:
-                self._persist(entry, durable=self._should_sync(event))
+                self._persist(entry, durable=durable)
             except UnicodeEncodeError as exc:
                 # A lone surrogate (e.g. from undecodable tool output) cannot be stored as
                 # UTF-8; nothing was written.
@@ -227,6 +238,38 @@ class Record(ABC):
     def append_message(self, message: Message) -> Entry:
         """Shorthand for `append(MessageAppended(message=message))`."""
         return self.append(MessageAppended(message=message))
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """Group commit: the appends made inside reach the medium together when the block ends.
+
+        SQLite commits them in one transaction and JSONL writes them with one `write`; the
+        fsync policy applies to the group (one sync at the end if any append would have had
+        one). Until the block ends readers do not see them, and a crash loses them all (a crash
+        during a JSONL group's write may keep its first lines). They are in this handle at
+        once, and are committed even if the block raises. A nested `batch()` joins the outer.
+        """
+        with self._lock:
+            if self._batching or self._readonly or self._closed:
+                yield
+                return
+            self._batching, self._batch_sync = True, False
+            try:
+                yield
+            finally:
+                if self._batching:  # `close()` inside the block commits the group itself
+                    self._end_batch()
+
+    def _end_batch(self) -> None:
+        self._batching = False
+        try:
+            self._commit_batch(durable=self._batch_sync or self._fsync == "every_event")
+        except RecordError as exc:
+            self._broken = f"a group commit failed, its appends are lost: {exc.reason}"
+            raise
+
+    def _commit_batch(self, *, durable: bool) -> None:  # noqa: B027 (memory: nothing to do)
+        """Write the appends of the batch that ends (called with the lock held)."""
 
     def _should_sync(self, event: Event) -> bool:
         if self._fsync == "every_event":
@@ -263,8 +306,12 @@ class Record(ABC):
         """Flush (unless `fsync="never"`), release the writer lock and close the medium."""
         with self._lock:
             if not self._closed:
-                self._closed = True
-                self._close()
+                try:
+                    if self._batching:
+                        self._end_batch()
+                finally:
+                    self._closed = True
+                    self._close()
 
     @abstractmethod
     def _close(self) -> None:

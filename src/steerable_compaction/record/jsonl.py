@@ -47,14 +47,17 @@ class JsonlRecord(FileRecord):
     """
 
     _fd: int | None = None
+    _pending: list[bytes]  # encoded lines not written yet (a batch)
     _offset = 0
     _line = 0
     _needs_newline = False
 
     def _open_reader(self) -> None:
         """Nothing to hold open: each read opens the file afresh."""
+        self._pending = []
 
     def _open_writer(self) -> None:
+        self._pending = []
         created = not self.file.exists()
         try:
             fd = os.open(self.file, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
@@ -143,21 +146,36 @@ class JsonlRecord(FileRecord):
         return 1
 
     def _persist(self, entry: Entry, *, durable: bool) -> None:
-        assert self._fd is not None
         data = encode_line(entry)
         if self._needs_newline:
             data = b"\n" + data
             self._needs_newline = False
-        view = memoryview(data)
-        while view:
-            written = os.write(self._fd, view)
-            view = view[written:]
-        self._offset += len(data)
+        self._pending.append(data)
         self._line += 1
-        if durable:
-            sync(self._fd)
-        self._check_identity()
+        if not self._batching:
+            self._write(durable=durable)
         self._on_append(entry)
+
+    def _commit_batch(self, *, durable: bool) -> None:
+        if self._pending:
+            self._write(durable=durable)
+
+    def _write(self, *, durable: bool) -> None:
+        """Write the pending lines with one `write` (and sync them if `durable`)."""
+        assert self._fd is not None
+        data = b"".join(self._pending)
+        self._pending.clear()
+        view = memoryview(data)
+        try:
+            while view:
+                written = os.write(self._fd, view)
+                view = view[written:]
+            if durable:
+                sync(self._fd)
+        except OSError as exc:
+            raise RecordError(f"cannot append: {exc.strerror}", path=self.file) from None
+        self._offset += len(data)
+        self._check_identity()
 
     def _close(self) -> None:
         if self._fd is not None:

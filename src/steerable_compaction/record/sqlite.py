@@ -1,14 +1,17 @@
 """`SqliteRecord`: a record in an SQLite database, one row per event.
 
 A record database is marked by its `application_id` and holds `events (seq, body)`, one
-checksummed entry per row, and `meta`, whose `events` row counts the rows: it is updated in the
-same transaction as each insert, so rows lost to corruption are found on open. A database
-written before checksums (one `events` table, no mark) still opens; a writer adds the mark and
-the count. Any other database, or any other file, is refused and left untouched.
+checksummed entry per row, and `meta`, whose `events` row counts the rows. The count is brought
+up to date in the transaction of every durable event (compaction events, reminders), of every
+batch, and on close, so it never runs ahead of the rows: fewer rows than it counts means rows
+were lost, which no checksum could show. A database written before checksums (one `events`
+table, no mark) still opens; a writer adds the mark and the count. Any other database, or any
+other file, is refused and left untouched.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
 from typing import Literal
@@ -16,9 +19,11 @@ from typing import Literal
 from ..errors import RecordError
 from .codec import encode_body, iter_lines, iter_rows
 from .events import Entry
-from .files import FileRecord, identity, lock_writer
+from .files import FileRecord, identity, lock_writer, sync
 
 __all__ = ["APPLICATION_ID", "SqliteRecord"]
+
+logger = logging.getLogger("steerable_compaction.record")
 
 APPLICATION_ID = int.from_bytes(b"StCp", "big")
 """SQLite's `PRAGMA application_id` of a record database (schema v4 on)."""
@@ -43,6 +48,7 @@ class SqliteRecord(FileRecord):
     _lock_identity: tuple[int, int] | None = None
     _conn: sqlite3.Connection | None = None
     _counted = False  # the database keeps a row count (schema v4 on)
+    _count: int | None = None  # the row count a writer last committed
 
     @property
     def _lock_path(self) -> str:
@@ -148,7 +154,7 @@ class SqliteRecord(FileRecord):
                 if self._counted:
                     found = conn.execute("SELECT value FROM meta WHERE key = 'events'").fetchone()
                     count = None if found is None else found[0]
-                joined = self._joined(before, count)
+                joined = self._joined(before)
                 rows = self._rows(before) if joined is None else []
             finally:
                 conn.execute("COMMIT")
@@ -162,29 +168,26 @@ class SqliteRecord(FileRecord):
                 raise
         else:
             self._load_rows(rows)
-        if self._counted and (type(count) is not int or count != len(self._entries)):
+        if self._counted and (type(count) is not int or count > len(self._entries)):
             raise RecordError(
-                f"the database holds {len(self._entries)} events but counts {count!r}: "
-                "rows were lost or added outside this library",
+                f"the database holds {len(self._entries)} events but counted {count!r}: "
+                "rows were lost",
                 path=self.file,
             )
+        if not self._readonly:
+            self._count = count if type(count) is int else None
         return len(self._entries) - before
 
-    def _joined(self, first: int, count: object) -> bytes | None:
-        """Rows `first`... as newline-terminated lines, or `None` if they cannot be so read.
-
-        `count` is the row count the database keeps (`None` before v4): when it is there, a
-        gap or a surplus shows as an entry out of order or a count that disagrees.
-        """
+    def _joined(self, first: int) -> bytes | None:
+        """Rows `first`... as newline-terminated lines, or `None` if they cannot be so read."""
         assert self._conn is not None
-        if type(count) is int:
-            rows = count - first
-        else:
-            rows, low, high = self._conn.execute(
-                "SELECT count(*), min(seq), max(seq) FROM events WHERE seq >= ?", (first,)
-            ).fetchone()
-            if rows and (low != first or high - low + 1 != rows):
-                return None
+        rows, low, high = self._conn.execute(
+            "SELECT count(*), min(seq), max(seq) FROM events WHERE seq >= ?", (first,)
+        ).fetchone()
+        if not rows:
+            return b""
+        if low != first or high - low + 1 != rows:
+            return None
         try:
             (joined,) = self._conn.execute(
                 "SELECT CAST(group_concat(body, char(10)) AS BLOB) "
@@ -193,10 +196,8 @@ class SqliteRecord(FileRecord):
             ).fetchone()
         except sqlite3.DataError:  # more than SQLite's largest string
             return None
-        if joined is None and rows == 0:
-            return b""
         if type(joined) is not bytes or joined.count(b"\n") != rows - 1:
-            return None  # a NULL body, a body holding a newline, rows the count does not know
+            return None  # a NULL body, or a body holding a newline
         return joined + b"\n"
 
     def _rows(self, first: int) -> list[tuple[int, object]]:
@@ -232,24 +233,17 @@ class SqliteRecord(FileRecord):
 
     def _persist(self, entry: Entry, *, durable: bool) -> None:
         assert self._conn is not None
-        conn = self._conn
         body = encode_body(entry).decode("utf-8")
-        self._check_lock()
-        self._check_identity()
-        durable = durable and self._fsync == "every_boundary"
         try:
+            if self._batching:
+                self._insert_in_batch(entry, body)
+                return
+            self._check_lock()
+            durable = durable and self._fsync == "every_boundary"
             if durable:
                 self._set_sync(durable=True)
-            conn.execute("BEGIN IMMEDIATE")
             try:
-                conn.execute("INSERT INTO events (seq, body) VALUES (?, ?)", (entry.seq, body))
-                conn.execute("UPDATE meta SET value = ? WHERE key = 'events'", (entry.seq + 1,))
-                self._on_append(entry)
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
+                self._transaction(entry, body, count=durable)
             finally:
                 if durable:
                     self._set_sync(durable=False)
@@ -263,9 +257,77 @@ class SqliteRecord(FileRecord):
             raise RecordError(f"cannot append: {exc}", path=self.file, line=entry.seq) from None
         self._check_identity()
 
+    def _transaction(self, entry: Entry, body: str, *, count: bool) -> None:
+        """Insert one entry in its own transaction (with the row count, if `count`)."""
+        assert self._conn is not None
+        conn = self._conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute("INSERT INTO events (seq, body) VALUES (?, ?)", (entry.seq, body))
+            self._on_append(entry)
+            if count:
+                conn.execute("UPDATE meta SET value = ? WHERE key = 'events'", (entry.seq + 1,))
+                self._count = entry.seq + 1
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+
+    def _insert_in_batch(self, entry: Entry, body: str) -> None:
+        """Insert one entry into the batch's transaction; a failure takes back only this one."""
+        assert self._conn is not None
+        conn = self._conn
+        if not conn.in_transaction:
+            self._check_lock()
+            conn.execute("BEGIN IMMEDIATE")
+        conn.execute("SAVEPOINT entry")
+        try:
+            conn.execute("INSERT INTO events (seq, body) VALUES (?, ?)", (entry.seq, body))
+            self._on_append(entry)
+        except BaseException:
+            conn.execute("ROLLBACK TO entry")
+            raise
+        finally:
+            conn.execute("RELEASE entry")
+
+    def _commit_batch(self, *, durable: bool) -> None:
+        """Commit the batch's transaction with the row count, synced if `durable`.
+
+        The safety level cannot change inside a transaction, and the batch began before it
+        knew it would hold a durable event: the write-ahead log is synced after the commit
+        instead, which is what `synchronous=FULL` would have done.
+        """
+        assert self._conn is not None
+        conn = self._conn
+        if not conn.in_transaction:
+            return
+        try:
+            conn.execute("UPDATE meta SET value = ? WHERE key = 'events'", (len(self._entries),))
+            conn.execute("COMMIT")
+            if durable and self._fsync == "every_boundary":
+                fd = os.open(f"{self.file}-wal", os.O_RDONLY)
+                try:
+                    sync(fd)
+                finally:
+                    os.close(fd)
+        except (*_ERRORS, OSError) as exc:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise RecordError(f"cannot commit: {exc}", path=self.file) from None
+        self._count = len(self._entries)
+        self._check_identity()
+
     def _close(self) -> None:
         if self._conn is not None:
             conn, self._conn = self._conn, None
+            if not self._readonly and self._count is not None and self._count < len(self._entries):
+                try:  # the count only ever lags behind the rows; a failure leaves it so
+                    conn.execute(
+                        "UPDATE meta SET value = ? WHERE key = 'events'", (len(self._entries),)
+                    )
+                except _ERRORS as exc:
+                    logger.warning("%s: the row count stays behind: %s", self.file, exc)
             conn.close()
         if self._lock_fd is not None:
             fd, self._lock_fd = self._lock_fd, None
