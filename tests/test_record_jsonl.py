@@ -454,3 +454,28 @@ def test_appending_after_the_file_was_replaced_is_an_error_and_leaves_the_new_fi
             record.append(MessageAppended(message=Message.user("lost")))
         assert info.value.path == path
     assert path.read_bytes() == replacement
+
+
+class _FailingHook(JsonlRecord):
+    """A JSONL store whose derived data refuses the message "c"."""
+
+    def _on_append(self, entry: Entry) -> None:
+        if isinstance(entry.event, MessageAppended) and entry.event.message.text == "c":
+            raise RecordError("the index refused it")
+
+
+def test_a_failing_append_hook_never_leaves_disk_and_memory_apart(tmp_path: Path) -> None:
+    """In a batch the refused line is taken back; outside one, the writer stops for good."""
+    path = tmp_path / "r.jsonl"
+    with _FailingHook(path) as record:
+        with record.batch():
+            record.append(MessageAppended(message=Message.user("a")))
+            with pytest.raises(RecordError, match="refused"):
+                record.append(MessageAppended(message=Message.user("c")))
+            record.append(MessageAppended(message=Message.user("b")))
+        with pytest.raises(RecordError, match="refused"):
+            record.append(MessageAppended(message=Message.user("c")))
+        with pytest.raises(RecordError, match="hook failed after its line was written"):
+            record.append(MessageAppended(message=Message.user("d")))
+    with JsonlRecord(path, readonly=True) as again:
+        assert [m.text for m in again.messages()] == ["a", "b", "c"]

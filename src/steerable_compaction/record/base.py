@@ -294,8 +294,10 @@ class Record(ABC):
     def _on_append(self, entry: Entry) -> None:  # noqa: B027 (a hook: no-op by default)
         """Extension point for derived data (e.g. a search index), called for each append.
 
-        It runs with the lock held, after the entry is written and, for SQLite, inside the same
-        transaction: what it writes there commits or rolls back with the entry.
+        It runs with the lock held, once the entry is written (in a JSONL batch: queued) and,
+        for SQLite, inside the same transaction: what it writes there commits or rolls back
+        with the entry, and if it raises the entry is not appended (SQLite, or JSONL in a
+        batch; a JSONL line already written stays on disk).
         """
 
     def refresh(self) -> int:

@@ -379,8 +379,9 @@ def iter_lines(data: bytes) -> Iterator[Any]:
     done = at = start = 0  # lines parsed; the next line's start in `text` and in `data`
     try:
         text = data.decode("utf-8")
-        same = len(text) == len(data)  # ASCII: a line starts at the same index in both
-        while start < len(data):
+        size = len(data)
+        same = len(text) == size  # ASCII: a line starts at the same index in both
+        while start < size:
             newline = find(b"\n", start)
             obj, end = _scan(text, at)
             if end != (newline if same else text.find("\n", at)) or type(obj) is not dict:

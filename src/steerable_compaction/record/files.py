@@ -20,8 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import RecordError, RecordLockedError
+from ..messages import Message
 from .base import FsyncPolicy, Record
 from .codec import CHECKED_SINCE, SCHEMA_VERSION, decode_entry
+from .events import MessageAppended
 from .fast import message_entry
 
 __all__ = ["FileRecord", "bulk_load", "fsync_dir", "identity", "lock_writer", "sync"]
@@ -172,16 +174,20 @@ class FileRecord(Record):
     def _load_objects(self, objs: Iterator[Any], where: Callable[[int], int]) -> None:
         """Decode and load parsed entries in order; `where(i)` is the line (or row) of the i-th.
 
-        `objs` may raise `RecordError` whose `line` is a 1-based index into it.
+        `objs` may raise `RecordError` whose `line` is a 1-based index into it. Plain messages
+        reach the projection in runs (one `extend` each), the rest one by one.
         """
-        entries, messages, accept = self._entries, self._message_entries, self._accept
-        add, checked, unchecked, i = self._projection.add, self._checked, 0, -1
+        entries, messages, projection = self._entries, self._message_entries, self._projection
+        before, checked, unchecked = len(entries), self._checked, 0
+        seqs: list[int] = []
+        run: list[Message] = []  # plain messages not yet in the projection
         try:
-            for i, obj in enumerate(objs):  # noqa: B007 (`i` locates an error)
+            for obj in objs:
                 entry = message_entry(obj, SCHEMA_VERSION)
-                fast = entry is not None
                 if entry is None:
-                    entry = decode_entry(obj, projection_len=len(self._projection))
+                    projection.extend(seqs, run)
+                    seqs, run = [], []
+                    entry = decode_entry(obj, projection_len=len(projection))
                 if entry.seq != len(entries):
                     raise RecordError(f"seq {entry.seq} out of order: expected {len(entries)}")
                 if obj["v"] >= CHECKED_SINCE:
@@ -192,18 +198,23 @@ class FileRecord(Record):
                     )
                 else:
                     unchecked += 1
-                if fast:  # a plain message: what `_accept` does, without its dispatch
-                    add(entry.seq, entry.event.message)  # type: ignore[union-attr]
+                event = entry.event
+                if type(event) is MessageAppended and event.usage is None:
+                    seqs.append(entry.seq)
+                    run.append(event.message)
                     entries.append(entry)
                     messages.append(entry)
                 else:
-                    accept(entry)
+                    self._accept(entry)
         except RecordError as exc:
-            line = where(i if exc.line is None else exc.line - 1)
+            line = where(len(entries) - before if exc.line is None else exc.line - 1)
             raise RecordError(exc.reason, path=self.file, line=line) from None
         except RecursionError:
-            raise RecordError("an entry nested too deeply", path=self.file, line=where(i)) from None
+            raise RecordError(
+                "an entry nested too deeply", path=self.file, line=where(len(entries) - before)
+            ) from None
         finally:
+            projection.extend(seqs, run)
             self._checked, self._unchecked = checked, self._unchecked + unchecked
 
     def _check_identity(self) -> None:

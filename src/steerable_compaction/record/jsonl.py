@@ -93,10 +93,13 @@ class JsonlRecord(FileRecord):
         finally:
             # Keep the position after the last loaded line, so a refresh never reloads it.
             loaded = len(self._entries) - before
-            end = 0
-            for _ in range(loaded):
-                end = data.index(b"\n", end) + 1
-            self._offset += end
+            if loaded == data.count(b"\n", 0, complete):
+                self._offset += complete
+            else:
+                end = 0
+                for _ in range(loaded):
+                    end = data.index(b"\n", end) + 1
+                self._offset += end
             self._line += loaded
         tail = data[complete:]
         if tail:
@@ -146,15 +149,21 @@ class JsonlRecord(FileRecord):
         return 1
 
     def _persist(self, entry: Entry, *, durable: bool) -> None:
-        data = encode_line(entry)
-        if self._needs_newline:
-            data = b"\n" + data
-            self._needs_newline = False
-        self._pending.append(data)
+        newline = self._needs_newline
+        self._pending.append((b"\n" if newline else b"") + encode_line(entry))
+        self._needs_newline = False
         self._line += 1
         if not self._batching:
             self._write(durable=durable)
-        self._on_append(entry)
+        try:
+            self._on_append(entry)
+        except BaseException:
+            if self._batching:  # still queued: take it back
+                self._pending.pop()
+                self._needs_newline, self._line = newline, self._line - 1
+            else:  # on disk, and not in memory: appending on would repeat its seq
+                self._broken = "an append hook failed after its line was written: reopen"
+            raise
 
     def _commit_batch(self, *, durable: bool) -> None:
         if self._pending:
@@ -172,7 +181,8 @@ class JsonlRecord(FileRecord):
                 view = view[written:]
             if durable:
                 sync(self._fd)
-        except OSError as exc:
+        except OSError as exc:  # part of it may be on disk: appending on could corrupt the file
+            self._broken = f"a write failed ({exc.strerror}): reopen the record"
             raise RecordError(f"cannot append: {exc.strerror}", path=self.file) from None
         self._offset += len(data)
         self._check_identity()

@@ -103,10 +103,10 @@ class Projection:
             case _:
                 assert_never(event)
 
-    def add(self, seq: int, message: Message) -> None:
-        """Append `message` from entry `seq`: what `apply` does for a message (no check needed)."""
-        self._messages.append(message)
-        self._seqs.append(seq)
+    def extend(self, seqs: Iterable[int], messages: Iterable[Message]) -> None:
+        """Append `messages` from entries `seqs`: what `apply` does for messages, in bulk."""
+        self._messages.extend(messages)
+        self._seqs.extend(seqs)
 
     def apply(self, entry: Entry) -> None:
         """Fold `entry` into the projection; raises `RecordError` (changing nothing) if invalid."""

@@ -181,23 +181,20 @@ class SqliteRecord(FileRecord):
     def _joined(self, first: int) -> bytes | None:
         """Rows `first`... as newline-terminated lines, or `None` if they cannot be so read."""
         assert self._conn is not None
-        rows, low, high = self._conn.execute(
-            "SELECT count(*), min(seq), max(seq) FROM events WHERE seq >= ?", (first,)
-        ).fetchone()
-        if not rows:
-            return b""
-        if low != first or high - low + 1 != rows:
-            return None
         try:
-            (joined,) = self._conn.execute(
-                "SELECT CAST(group_concat(body, char(10)) AS BLOB) "
-                "FROM (SELECT body FROM events WHERE seq >= ? ORDER BY seq)",
+            rows, low, high, joined = self._conn.execute(
+                "SELECT count(*), min(seq), max(seq), CAST(group_concat(body, char(10)) AS BLOB) "
+                "FROM (SELECT seq, body FROM events WHERE seq >= ? ORDER BY seq)",
                 (first,),
             ).fetchone()
         except sqlite3.DataError:  # more than SQLite's largest string
             return None
-        if type(joined) is not bytes or joined.count(b"\n") != rows - 1:
-            return None  # a NULL body, or a body holding a newline
+        if not rows:
+            return b""
+        if low != first or high - low + 1 != rows or type(joined) is not bytes:
+            return None
+        if joined.count(b"\n") != rows - 1:
+            return None  # a NULL body (left out of the join), or a body holding a newline
         return joined + b"\n"
 
     def _rows(self, first: int) -> list[tuple[int, object]]:
