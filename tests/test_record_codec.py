@@ -171,6 +171,9 @@ def test_parsing_many_lines_at_once_equals_parsing_each(events: list[Event]) -> 
         b"{",
         b'{"a":1} {"b":2}',
         b'{"v":4,"seq":2,"kind":"message","crc":1}',
+        b'{"v":4,"seq":2,"kind":"message","crc": 1}',
+        b'{"v":4,"seq":2,"kind":"message","crc":true}',
+        b'{"v":3,"seq":2,"kind":"message","crc":1}',
         b"\xff\xfe",
         b"[" * 50_000,
     ],
@@ -184,6 +187,15 @@ def test_parsing_many_lines_stops_at_the_first_bad_one_and_names_it(bad: bytes) 
     ):
         assert objs == [parse_line(line) for line in good[:2]]
         assert error is not None and error.line == 3
+
+
+def test_rows_holding_newlines_are_parsed_one_by_one_naming_the_bad_one() -> None:
+    """Rows are not lines: a row holding a newline is still one value, or a named error."""
+    good = lines_of(small_session()[:3])
+    spread = b'{"v":3,\n"seq":3,"kind":"message","message":{"role":"user","parts":[]}}'
+    assert list(iter_rows([*good, spread]))[-1]["seq"] == 3
+    objs, error = collect(iter_rows([*good, spread, b"{bad\n"]))
+    assert len(objs) == 4 and error is not None and error.line == 5
 
 
 def test_a_value_spanning_two_lines_is_not_taken_for_two_entries() -> None:
@@ -261,3 +273,54 @@ def test_the_fast_path_never_accepts_what_the_validating_decoder_refuses(
             message_from_dict(obj)
         except MessageError:
             pass
+
+
+def _entry(message: Any, **extra: Any) -> dict[str, Any]:
+    return {"v": 4, "seq": 0, "kind": "message", "message": message, **extra}
+
+
+_TEXT = {"type": "text", "text": "t"}
+_CALL = {"type": "tool_call", "id": "c1", "name": "run", "arguments": "{}"}
+_RESULT = {"type": "tool_result", "call_id": "c1", "content": [_TEXT]}
+
+
+@pytest.mark.parametrize(
+    "obj",
+    [
+        _entry({"role": "user", "parts": [_TEXT]}, usage={"prompt_tokens": 1}),
+        _entry({"role": "user", "parts": [{"type": "text", "text": 5}]}),
+        _entry({"role": "user", "parts": [{"type": "image", "url": "http://x/y.png"}]}),
+        _entry({"role": "robot", "parts": []}),
+        _entry({"role": "user", "parts": "t"}),
+        _entry({"role": "assistant", "parts": [_CALL, _TEXT]}),
+        _entry({"role": "assistant", "parts": [_CALL, _CALL]}),
+        _entry({"role": "assistant", "parts": ["t"]}),
+        _entry({"role": "assistant", "parts": [{**_CALL, "id": ""}]}),
+        _entry({"role": "assistant", "parts": [{**_CALL, "arguments": {}}]}),
+        _entry({"role": "tool", "parts": [_RESULT, _RESULT]}),
+        _entry({"role": "tool", "parts": [{**_RESULT, "call_id": ""}]}),
+        _entry({"role": "tool", "parts": [{**_RESULT, "type": "tool_call"}]}),
+        _entry({"role": "tool", "parts": [{**_RESULT, "extra": 1}]}),
+        _entry({"role": "tool", "parts": ["t"]}),
+        {**_entry({"role": "user", "parts": []}), "seq": True},
+        {**_entry({"role": "user", "parts": []}), "v": 9},
+        {**_entry({"role": "user", "parts": []}), "kind": "reminder"},
+        _entry({"role": "user"}),
+    ],
+)
+def test_the_fast_path_defers_every_shape_it_does_not_build(obj: dict[str, Any]) -> None:
+    """Anything but a plain text or tool-call message goes to the validating decoder."""
+    assert fast.message_entry(obj, 4) is None
+
+
+def test_the_fast_path_builds_a_tool_round() -> None:
+    """The shapes it does build: text and calls, a text tool result, an error result."""
+    call = fast.message_entry(_entry({"role": "assistant", "parts": [_TEXT, _CALL]}), 4)
+    result = fast.message_entry(
+        _entry({"role": "tool", "parts": [{**_RESULT, "is_error": True}]}), 4
+    )
+    assert call is not None and result is not None
+    assert call.event == MessageAppended(
+        message=Message.assistant("t", [ToolCall(id="c1", name="run", arguments="{}")])
+    )
+    assert result.event == MessageAppended(message=Message.tool("c1", "t", is_error=True))

@@ -4,6 +4,7 @@ import pytest
 
 from steerable_compaction import Message, RecordError
 from steerable_compaction.record import (
+    CompactionAbandoned,
     CompactionBoundary,
     CompactionStart,
     CompactionSummary,
@@ -108,6 +109,7 @@ from steerable_compaction.record import (
             ),
             "post_tokens",
         ),
+        (lambda: CompactionAbandoned(compaction_id="", reason="r"), "compaction_id"),
     ],
 )
 def test_events_validate_their_fields_on_construction(build: object, reason: str) -> None:

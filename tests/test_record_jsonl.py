@@ -479,3 +479,43 @@ def test_a_failing_append_hook_never_leaves_disk_and_memory_apart(tmp_path: Path
             record.append(MessageAppended(message=Message.user("d")))
     with JsonlRecord(path, readonly=True) as again:
         assert [m.text for m in again.messages()] == ["a", "b", "c"]
+
+
+def test_a_record_that_cannot_be_opened_or_written_is_a_record_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """OS errors become `RecordError`s naming the file; a failed write stops the writer."""
+    missing = tmp_path / "no-such-dir" / "r.jsonl"
+    with pytest.raises(RecordError, match="cannot open") as info:
+        JsonlRecord(missing)
+    assert info.value.path == missing
+    path = tmp_path / "r.jsonl"
+    with JsonlRecord(path) as record:
+        record.append(MessageAppended(message=Message.user("kept")))
+
+        def full(fd: int, data: object) -> int:
+            raise OSError(28, "No space left on device")
+
+        monkeypatch.setattr(os, "write", full)
+        with pytest.raises(RecordError, match="No space left on device"):
+            record.append(MessageAppended(message=Message.user("lost")))
+        monkeypatch.undo()
+        with pytest.raises(RecordError, match="a write failed"):
+            record.append(MessageAppended(message=Message.user("refused")))
+        assert len(record) == 1
+
+
+def test_a_read_that_fails_is_a_record_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An OS error while reading (an I/O error, say) is a `RecordError` naming the file."""
+    path = tmp_path / "r.jsonl"
+    write(JsonlRecord, path, small_session()[:2])
+
+    def failing(self: JsonlRecord) -> int:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(JsonlRecord, "_read_new", failing)
+    with pytest.raises(RecordError, match="cannot read: Input/output error") as info:
+        JsonlRecord(path, readonly=True)
+    assert info.value.path == path

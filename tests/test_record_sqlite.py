@@ -12,7 +12,7 @@ import pytest
 
 from steerable_compaction import Message, RecordError
 from steerable_compaction.messages import message_to_dict
-from steerable_compaction.record import MessageAppended, SqliteRecord
+from steerable_compaction.record import Entry, MessageAppended, SqliteRecord
 from steerable_compaction.record.sqlite import APPLICATION_ID
 
 from .record_sessions import small_session, write
@@ -276,3 +276,76 @@ def test_an_empty_file_is_no_record_to_read_but_a_writer_may_start_one(tmp_path:
     write(SqliteRecord, path, small_session()[:2])
     with SqliteRecord(path, readonly=True) as again:
         assert len(again) == 2
+
+
+def test_an_append_sqlite_refuses_is_a_record_error_naming_the_row(tmp_path: Path) -> None:
+    """A table dropped under the writer: the append raises `RecordError`, nothing is kept."""
+    path = tmp_path / "r.db"
+    with SqliteRecord(path) as record:
+        record.append(MessageAppended(message=Message.user("one")))
+        _sql(path, "DROP TABLE events")
+        with pytest.raises(RecordError, match="cannot append: no such table") as info:
+            record.append(MessageAppended(message=Message.user("two")))
+        assert (info.value.line, len(record)) == (1, 1)
+
+
+def test_a_batch_with_a_durable_event_syncs_the_log_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """every_boundary: a batch holding a boundary syncs the write-ahead log after its commit."""
+    synced: list[int] = []
+
+    def spy(fd: int) -> None:
+        synced.append(fd)
+        os.fsync(fd)
+
+    monkeypatch.setattr("steerable_compaction.record.sqlite.sync", spy)
+    with SqliteRecord(tmp_path / "r.db") as record:
+        with record.batch():
+            pass  # nothing to commit
+        with record.batch():
+            record.append(MessageAppended(message=Message.user("no sync")))
+        assert synced == []
+        with record.batch():
+            for event in small_session()[:8]:  # seven messages and a fold boundary
+                record.append(event)
+        assert len(synced) == 1
+    with SqliteRecord(tmp_path / "r.db", readonly=True) as again:
+        assert len(again) == 9
+
+
+class _DropsItsCount(SqliteRecord):
+    """A store whose hook removes the row count inside the transaction (a broken extension)."""
+
+    def _on_append(self, entry: Entry) -> None:
+        assert self._conn is not None
+        self._conn.execute("DROP TABLE IF EXISTS meta")
+
+
+def test_a_batch_that_cannot_commit_fails_and_stops_the_writer(tmp_path: Path) -> None:
+    """A failed group commit rolls back, raises and refuses later appends.
+
+    Closing does not bring the count up to the lost rows either.
+    """
+    path = tmp_path / "r.db"
+    record = _DropsItsCount(path)
+    with pytest.raises(RecordError, match="cannot commit: no such table: meta"), record.batch():
+        record.append(MessageAppended(message=Message.user("lost")))
+    with pytest.raises(RecordError, match="a group commit failed"):
+        record.append(MessageAppended(message=Message.user("refused")))
+    record.close()
+    with SqliteRecord(path, readonly=True) as again:
+        assert len(again) == 0
+
+
+def test_a_count_that_cannot_be_written_on_close_is_logged(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Closing brings the count up to date; if that fails the count stays behind (logged)."""
+    path = tmp_path / "r.db"
+    record = SqliteRecord(path, fsync="never")
+    record.append(MessageAppended(message=Message.user("counted on close")))
+    _sql(path, "DROP TABLE meta")
+    with caplog.at_level(logging.WARNING, logger="steerable_compaction.record"):
+        record.close()
+    assert "the row count stays behind" in caplog.text

@@ -564,3 +564,21 @@ def test_a_group_commit_to_a_deleted_file_fails_and_stops_the_writer(
             path.unlink()
         with pytest.raises(RecordError, match="a group commit failed"):
             record.append(MessageAppended(message=Message.user("refused")))
+
+
+def test_a_large_load_files_its_entries_in_the_oldest_gc_generation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Entries of a big load go straight to generation 2, and the collector is back on."""
+    import gc
+
+    from steerable_compaction.record import files
+
+    path = tmp_path / "r.jsonl"
+    write(JsonlRecord, path, small_session())
+    monkeypatch.setattr(files, "_PROMOTE_AFTER", 10)  # a small record counts as large here
+    assert gc.isenabled()
+    with JsonlRecord(path, readonly=True) as record:
+        oldest = {id(o) for o in gc.get_objects(generation=2)}
+        assert all(id(entry) in oldest for entry in record.entries)
+    assert gc.isenabled()

@@ -318,7 +318,8 @@ class SqliteRecord(FileRecord):
     def _close(self) -> None:
         if self._conn is not None:
             conn, self._conn = self._conn, None
-            if not self._readonly and self._count is not None and self._count < len(self._entries):
+            lagging = self._count is not None and self._count < len(self._entries)
+            if not self._readonly and self._broken is None and lagging:
                 try:  # the count only ever lags behind the rows; a failure leaves it so
                     conn.execute(
                         "UPDATE meta SET value = ? WHERE key = 'events'", (len(self._entries),)
