@@ -1,11 +1,6 @@
 """Opening a record by what the file holds, and the stores under their historical import path.
 
-Durability (`fsync`):
-- `"every_event"`: each append is flushed to stable storage before `append` returns.
-- `"every_boundary"` (default): compaction events (start, summary, boundary) and reminders are
-  flushed, which also makes every message written before them durable. Messages in between reach
-  the OS at once, so they survive a killed process, not necessarily a power cut.
-- `"never"`: the OS decides (fastest; survives a killed process).
+What each fsync policy makes durable, and what a crash can lose, is told in `record.base`.
 """
 
 from __future__ import annotations
