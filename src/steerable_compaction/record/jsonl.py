@@ -39,7 +39,7 @@ def _is_torn(tail: bytes) -> bool:
 
 
 class JsonlRecord(FileRecord):
-    """A record in a JSON Lines file: one event a line, appended with one `write` each.
+    """A record in a JSON Lines file: one event a line, one `write` an append (or a batch).
 
     On open, an incomplete final line (a write torn by a crash) is dropped with a warning, and a
     writer truncates it away before appending. Any other bad line, a complete final one

@@ -41,7 +41,8 @@ class SqliteRecord(FileRecord):
     """A record in an SQLite database (WAL mode): one row per event, `seq` as the primary key.
 
     A second writer is refused through an exclusive `flock` on `<path>.writer-lock`; readers
-    open the database read-only and never take that lock. Each append is one transaction.
+    open the database read-only and never take that lock. Each append (or batch) is one
+    transaction.
     """
 
     _lock_fd: int | None = None
