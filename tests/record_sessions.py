@@ -1,6 +1,10 @@
-"""Hypothesis strategies and builders for valid record event sequences (shared by record tests)."""
+"""Hypothesis strategies, builders and helpers for record tests (shared by the record tests)."""
 
 from __future__ import annotations
+
+import zlib
+from collections.abc import Callable
+from pathlib import Path
 
 from hypothesis import strategies as st
 
@@ -11,10 +15,32 @@ from steerable_compaction.record import (
     CompactionSummary,
     Edit,
     Event,
+    JsonlRecord,
     MessageAppended,
+    Record,
     Reminder,
+    SqliteRecord,
     Usage,
 )
+
+Factory = Callable[..., Record]
+STORES: dict[str, tuple[Factory, str]] = {
+    "jsonl": (JsonlRecord, "record.jsonl"),
+    "sqlite": (SqliteRecord, "record.db"),
+}
+
+
+def with_crc(obj: bytes) -> bytes:
+    """A JSON object's bytes with a correct checksum added last, as a v4 writer adds it."""
+    return b'%s,"crc":%d}' % (obj[:-1], zlib.crc32(obj[:-1]))
+
+
+def write(factory: Factory, path: Path, events: list[Event], **kw: object) -> None:
+    """Append `events` to a new (or existing) record at `path`, then close it."""
+    with factory(path, **kw) as record:
+        for event in events:
+            record.append(event)
+
 
 _text = st.text(
     alphabet=st.sampled_from(

@@ -31,6 +31,7 @@ from steerable_compaction.hooks import (
 )
 from steerable_compaction.policy import CompactionPolicy
 from steerable_compaction.record import (
+    CompactionAbandoned,
     CompactionBoundary,
     CompactionStart,
     CompactionSummary,
@@ -630,8 +631,11 @@ async def test_r38_recovery_still_reuses_the_summary_after_appended_messages() -
     assert record.messages()[-1] == Message.user("later")
 
 
-async def test_recovery_ignores_a_bracket_that_a_later_rewrite_made_stale() -> None:
-    """A bracket followed by another rewrite no longer addresses its span: left alone."""
+async def test_recovery_abandons_a_bracket_that_a_later_rewrite_made_stale() -> None:
+    """A bracket followed by another rewrite no longer addresses its span: abandoned, not reused.
+
+    Its summary is not spliced in (the span moved), and the bracket does not stay open.
+    """
     record = MemoryRecord()
     start(record)
     add_rounds(record, 0, 3)
@@ -648,9 +652,15 @@ async def test_recovery_ignores_a_bracket_that_a_later_rewrite_made_stale() -> N
             edits=(Edit(index=3, message=Message.tool("call_0", "[folded]")),),
         )
     )
+    visible = record.messages()
     hooks = CompactionHooks(record, policy())
     assert hooks.recover() is None
-    assert record.projection.open_brackets
+    assert not record.projection.open_brackets
+    abandon = record.entries[-1].event
+    assert isinstance(abandon, CompactionAbandoned)
+    assert abandon.compaction_id == "k1"
+    assert "rewritten" in abandon.reason
+    assert record.messages() == visible
 
 
 async def test_meter_is_seeded_from_the_newest_reply_usage_on_open() -> None:

@@ -4,14 +4,13 @@ import pytest
 
 from steerable_compaction import Message, RecordError
 from steerable_compaction.record import (
+    CompactionAbandoned,
     CompactionBoundary,
     CompactionStart,
     CompactionSummary,
     Edit,
-    Entry,
     Usage,
 )
-from steerable_compaction.record.codec import decode_entry, encode_entry
 
 
 @pytest.mark.parametrize(
@@ -110,6 +109,7 @@ from steerable_compaction.record.codec import decode_entry, encode_entry
             ),
             "post_tokens",
         ),
+        (lambda: CompactionAbandoned(compaction_id="", reason="r"), "compaction_id"),
     ],
 )
 def test_events_validate_their_fields_on_construction(build: object, reason: str) -> None:
@@ -117,22 +117,6 @@ def test_events_validate_their_fields_on_construction(build: object, reason: str
     assert callable(build)
     with pytest.raises(RecordError, match=reason):
         build()
-
-
-def test_a_start_writes_kept_only_when_it_keeps_something() -> None:
-    """Records without kept messages stay byte-identical to those written before the field."""
-    plain = CompactionStart(compaction_id="k", span=(2, 5), pre_tokens=9, action="summarize")
-    assert "kept" not in encode_entry(Entry(3, plain))
-    kept = CompactionStart(
-        compaction_id="k",
-        span=(2, 5),
-        pre_tokens=9,
-        action="summarize",
-        kept=[2, 4],  # type: ignore[arg-type]
-    )
-    assert kept.kept == (2, 4)
-    assert encode_entry(Entry(3, kept))["kept"] == [2, 4]
-    assert decode_entry(encode_entry(Entry(3, kept)), projection_len=9).event == kept
 
 
 def test_boundary_accepts_lists_and_stores_tuples() -> None:

@@ -5,6 +5,7 @@ from hypothesis import given
 
 from steerable_compaction import Message, RecordError
 from steerable_compaction.record import (
+    CompactionAbandoned,
     CompactionBoundary,
     CompactionStart,
     CompactionSummary,
@@ -210,3 +211,18 @@ def test_appending_a_message_extends_the_live_list_without_refolding() -> None:
     p.apply(Entry(20, MessageAppended(message=Message.user("next"))))
     assert p.messages is live
     assert live[-1].text == "next"
+
+
+def test_an_abandon_closes_its_bracket_and_changes_nothing_visible() -> None:
+    """`compaction_abandoned` ends a bracket, no rewrite; one for no open bracket is refused."""
+    events = small_session()
+    p = Projection()
+    for e in entries(events):
+        p.apply(e)
+    before = list(p.messages)
+    assert [b.start.compaction_id for b in p.open_brackets] == ["k2"]
+    p.apply(Entry(len(events), CompactionAbandoned(compaction_id="k2", reason="crashed")))
+    assert p.open_brackets == ()
+    assert list(p.messages) == before
+    with pytest.raises(RecordError, match="abandon of unknown bracket 'k2'"):
+        p.apply(Entry(len(events) + 1, CompactionAbandoned(compaction_id="k2", reason="again")))

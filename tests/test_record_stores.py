@@ -1,10 +1,7 @@
 from __future__ import annotations
 
-import json
-import logging
 import os
 import pickle
-import shutil
 import sqlite3
 import stat
 import subprocess
@@ -15,13 +12,14 @@ from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
-from steerable_compaction import Message, RecordError, RecordLockedError
+from steerable_compaction import Message, RecordError, RecordLockedError, cli
 from steerable_compaction.record import (
     CompactionBoundary,
     CompactionStart,
+    CompactionSummary,
     Edit,
+    Entry,
     Event,
     JsonlRecord,
     MemoryRecord,
@@ -32,16 +30,9 @@ from steerable_compaction.record import (
     open_record,
     project,
 )
-from steerable_compaction.record.codec import encode_line
 
-from .record_sessions import event_sequences, small_session
+from .record_sessions import STORES, Factory, event_sequences, small_session, write
 
-FIXTURES = Path(__file__).parent / "fixtures"
-Factory = Callable[..., Record]
-STORES: dict[str, tuple[Factory, str]] = {
-    "jsonl": (JsonlRecord, "record.jsonl"),
-    "sqlite": (SqliteRecord, "record.db"),
-}
 _tmp = settings(suppress_health_check=[HealthCheck.function_scoped_fixture], max_examples=40)
 
 
@@ -49,12 +40,6 @@ _tmp = settings(suppress_health_check=[HealthCheck.function_scoped_fixture], max
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Factory, Path]]:
     factory, name = STORES[request.param]
     yield factory, tmp_path / name
-
-
-def write(factory: Factory, path: Path, events: list[Event], **kw: object) -> None:
-    with factory(path, **kw) as record:
-        for event in events:
-            record.append(event)
 
 
 # -- durability and reopening ---------------------------------------------------------------------
@@ -90,136 +75,6 @@ def test_reopening_any_valid_session_yields_the_live_projection(
         with factory(path, readonly=True) as again:
             assert again.messages() == expected
             assert len(again) == len(events)
-
-
-@_tmp
-@given(events=event_sequences(max_ops=15), more=event_sequences(max_ops=15))
-def test_appending_never_changes_existing_bytes(
-    tmp_path_factory: pytest.TempPathFactory, events: list[Event], more: list[Event]
-) -> None:
-    """Property: a JSONL record's existing bytes are a prefix of the file after any append."""
-    path = tmp_path_factory.mktemp("prefix") / "r.jsonl"
-    write(JsonlRecord, path, events)
-    before = path.read_bytes()
-    with JsonlRecord(path) as record:
-        for e in more:
-            if isinstance(e, MessageAppended):
-                record.append(e)
-    assert path.read_bytes().startswith(before)
-
-
-@_tmp
-@given(events=event_sequences(max_ops=20), cut=st.floats(0, 1))
-def test_truncating_at_any_byte_loses_at_most_the_last_event(
-    tmp_path_factory: pytest.TempPathFactory, events: list[Event], cut: float
-) -> None:
-    """Property: a JSONL file cut at any byte reopens with all but at most its last event."""
-    path = tmp_path_factory.mktemp("cut") / "r.jsonl"
-    with JsonlRecord(path) as live:
-        written = [live.append(e) for e in events]
-    data = path.read_bytes()
-    at = int(len(data) * cut)
-    path.write_bytes(data[:at])
-    # Every event whose JSON ends before the cut survives (a missing final newline does not
-    # lose it); only the one being cut is lost.
-    ends = [i for i, byte in enumerate(data) if byte == ord("\n")]
-    complete_lines = sum(1 for end in ends if end <= at)
-    with JsonlRecord(path, readonly=True) as reader:
-        assert list(reader.entries) == written[:complete_lines]
-        assert reader.messages() == project(written[:complete_lines])
-    with JsonlRecord(path) as writer:
-        assert len(writer) == complete_lines
-        writer.append(MessageAppended(message=Message.user("after the crash")))
-    with JsonlRecord(path, readonly=True) as reader:
-        assert len(reader) == complete_lines + 1
-
-
-def test_torn_final_line_is_dropped_with_a_warning_and_truncated_only_by_a_writer(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    """A torn final line: readers ignore it (file untouched); a writer truncates it, logged."""
-    path = tmp_path / "r.jsonl"
-    write(JsonlRecord, path, small_session())
-    intact = path.read_bytes()
-    path.write_bytes(intact + b'{"v":3,"seq":14,"kind":"mess')
-    torn = path.read_bytes()
-    with caplog.at_level(logging.WARNING, logger="steerable_compaction.record"):
-        with JsonlRecord(path, readonly=True) as reader:
-            assert len(reader) == len(small_session())
-        assert "incomplete final line" in caplog.text
-        assert path.read_bytes() == torn
-        caplog.clear()
-        with JsonlRecord(path) as writer:
-            assert len(writer) == len(small_session())
-        assert "dropping a torn final line" in caplog.text
-        assert f"{path}:15" in caplog.text
-    assert path.read_bytes() == intact
-
-
-@pytest.mark.parametrize(
-    ("bad_line", "reason"),
-    [
-        (b"this is not json", "not valid JSON"),
-        (b'{"v":3,"seq":2,"kind":"telepathy"}', "unknown kind 'telepathy'"),
-        (b'{"v":9,"seq":2,"kind":"message"}', "newer steerable-compaction"),
-        (b'{"v":1,"seq":2,"kind":"message"}', "unsupported schema version"),
-        (b'{"v":3,"seq":7,"kind":"message","message":{"role":"user","parts":[]}}', "out of order"),
-        (b'{"v":3,"seq":2,"kind":"message","message":{"role":"robot","parts":[]}}', "role"),
-        (b'{"v":3,"seq":2,"kind":"message"}', "missing field 'message'"),
-        (b"[1, 2]", "must be a JSON object"),
-        (b'{"v":3,"seq":2,"kind":"compaction_boundary","action":"compact"}', "pre_tokens"),
-        (b'{"v":2,"seq":2,"kind":"compaction_start"}', "schema v2 has no"),
-        (
-            b'{"v":3,"seq":2,"kind":"compaction_start","compaction_id":"k","span":[0,2],'
-            b'"pre_tokens":9,"action":"summarize","kept":"0"}',
-            "field 'kept' should be list",
-        ),
-        (
-            b'{"v":3,"seq":2,"kind":"compaction_start","compaction_id":"k","span":[0,2],'
-            b'"pre_tokens":9,"action":"summarize","kept":[1,0]}',
-            "kept must be increasing indices",
-        ),
-        (
-            b'{"v":3,"seq":2,"kind":"compaction_start","compaction_id":"k","span":[0,2],'
-            b'"pre_tokens":9,"action":"summarize","kept":["a",1]}',
-            "kept must be increasing indices",
-        ),
-        (b"\xff\xfe", "not valid JSON"),
-    ],
-)
-@pytest.mark.parametrize("readonly", [True, False])
-def test_a_corrupt_line_raises_record_error_naming_file_and_line_and_never_modifies_it(
-    tmp_path: Path, bad_line: bytes, reason: str, readonly: bool
-) -> None:
-    """A bad line anywhere but a torn tail raises `RecordError` (file, line); the file is kept."""
-    path = tmp_path / "r.jsonl"
-    write(JsonlRecord, path, small_session()[:2])
-    data = path.read_bytes() + bad_line + b"\n" + encode_line_at(3)
-    path.write_bytes(data)
-    with pytest.raises(RecordError, match=reason) as info:
-        JsonlRecord(path, readonly=readonly)
-    assert info.value.path == path
-    assert info.value.line == 3
-    assert f"{path}:3" in str(info.value)
-    assert path.read_bytes() == data
-
-
-def encode_line_at(seq: int) -> bytes:
-    from steerable_compaction.record import Entry
-
-    return encode_line(Entry(seq, MessageAppended(message=Message.user("tail"))))
-
-
-def test_a_corrupt_complete_last_line_is_an_error_not_a_torn_write(tmp_path: Path) -> None:
-    """A final line that ends in a newline is complete: if it is bad, that is corruption."""
-    path = tmp_path / "r.jsonl"
-    write(JsonlRecord, path, small_session()[:2])
-    data = path.read_bytes() + b'{"v":3,"seq":2,"kind":"mess\n'
-    path.write_bytes(data)
-    with pytest.raises(RecordError) as info:
-        JsonlRecord(path)
-    assert info.value.line == 3
-    assert path.read_bytes() == data
 
 
 def test_an_invalid_event_is_refused_before_it_reaches_the_disk(
@@ -386,92 +241,11 @@ def test_fsync_policy_decides_which_appends_are_flushed(
     assert seen == expected
 
 
-@pytest.mark.parametrize(
-    ("policy", "fsyncs"), [("every_event", 2), ("every_boundary", 1), ("never", 0)]
-)
-def test_jsonl_flushes_with_os_fsync_per_policy(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, policy: str, fsyncs: int
-) -> None:
-    """A JSONL writer calls `os.fsync` exactly where its policy says (and once on close)."""
-    path = tmp_path / "r.jsonl"
-    write(JsonlRecord, path, [])
-    calls: list[int] = []
-    real = os.fsync
-
-    def counting_fsync(fd: int) -> None:
-        calls.append(fd)
-        real(fd)
-
-    monkeypatch.setattr(os, "fsync", counting_fsync)
-    record = JsonlRecord(path, fsync=policy)  # type: ignore[arg-type]
-    record.append(MessageAppended(message=Message.user("a")))
-    record.append(
-        CompactionBoundary(
-            action="compact",
-            pre_tokens=9,
-            post_tokens=5,
-            replacement_count=1,
-            edits=(Edit(index=0, message=Message.user("A")),),
-        )
-    )
-    assert len(calls) == fsyncs
-    record.close()
-    assert len(calls) == fsyncs + (policy != "never")
-
-
-@pytest.mark.parametrize(
-    ("policy", "level"), [("every_event", 2), ("every_boundary", 1), ("never", 0)]
-)
-def test_sqlite_synchronous_level_follows_the_policy(
-    tmp_path: Path, policy: str, level: int
-) -> None:
-    """SQLite commits with synchronous FULL/NORMAL/OFF for every_event/every_boundary/never."""
-    record = SqliteRecord(tmp_path / "r.db", fsync=policy)  # type: ignore[arg-type]
-    with record:
-        conn = record._conn  # the pragma is the behaviour under test
-        assert conn is not None
-        assert conn.execute("PRAGMA synchronous").fetchone()[0] == level
-        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-
-
 def test_unknown_fsync_policy_is_rejected(tmp_path: Path) -> None:
     """A misspelt fsync policy is a `ValueError`, not a silent default."""
     with pytest.raises(ValueError, match="fsync must be one of"):
         JsonlRecord(tmp_path / "r.jsonl", fsync="sometimes")  # type: ignore[arg-type]
     assert not (tmp_path / "r.jsonl").exists()
-
-
-# -- SQLite specifics -----------------------------------------------------------------------------
-
-
-def test_sqlite_rejects_a_file_that_is_not_a_database(tmp_path: Path) -> None:
-    """Opening garbage as SQLite raises `RecordError` and leaves the file as it was."""
-    path = tmp_path / "r.db"
-    path.write_bytes(b"definitely not sqlite" * 100)
-    for readonly in (True, False):
-        with pytest.raises(RecordError, match="not a readable SQLite record"):
-            SqliteRecord(path, readonly=readonly)
-    assert path.read_bytes() == b"definitely not sqlite" * 100
-
-
-def test_sqlite_corrupt_row_names_its_seq(tmp_path: Path) -> None:
-    """A bad row raises `RecordError` whose `line` is the row's seq."""
-    path = tmp_path / "r.db"
-    write(SqliteRecord, path, small_session()[:3])
-    conn = sqlite3.connect(path)
-    conn.execute("UPDATE events SET body = '{broken' WHERE seq = 1")
-    conn.commit()
-    conn.close()
-    with pytest.raises(RecordError, match="not valid JSON") as info:
-        SqliteRecord(path, readonly=True)
-    assert info.value.line == 1
-    conn = sqlite3.connect(path)
-    conn.execute("""UPDATE events SET body = '{"v":3,"seq":1,"kind":"nope"}' WHERE seq = 1""")
-    conn.commit()
-    conn.close()
-    with pytest.raises(RecordError, match="unknown kind") as info:
-        SqliteRecord(path, readonly=True)
-    assert info.value.line == 1
 
 
 # -- queries --------------------------------------------------------------------------------------
@@ -525,46 +299,6 @@ def test_usage_survives_the_round_trip(store: tuple[Factory, Path]) -> None:
         assert event.usage == usage
 
 
-# -- schema v2 ------------------------------------------------------------------------------------
-
-
-def test_r39_v2_record_loads_and_upgrades_in_memory_losslessly(tmp_path: Path) -> None:
-    """R39: a v2 boundary hides everything before it; fields survive; the file is untouched."""
-    path = tmp_path / "v2.jsonl"
-    shutil.copy(FIXTURES / "record_v2.jsonl", path)
-    original = path.read_bytes()
-    raw = [json.loads(line) for line in original.splitlines()]
-    with JsonlRecord(path) as record:
-        expected = [
-            Message.system("You are a coding agent."),
-            Message.user("Rename the config loader and keep the tests green."),
-        ]
-        visible = record.messages()
-        assert visible[:2] == expected
-        assert visible[2].text.startswith("<compacted-summary>")
-        assert len(visible) == 6
-        assert visible == [
-            e.event.message for e in record.entries[9:] if isinstance(e.event, MessageAppended)
-        ]
-        boundary = record.entries[8].event
-        assert isinstance(boundary, CompactionBoundary)
-        assert (boundary.action, boundary.pre_tokens, boundary.post_tokens) == (
-            raw[8]["action"],
-            raw[8]["pre_tokens"],
-            raw[8]["post_tokens"],
-        )
-        assert boundary.replacement_count == raw[8]["replacement_count"]
-        assert boundary.span == (0, 8)
-        assert record.message_count == 14
-        assert path.read_bytes() == original
-        record.append(MessageAppended(message=Message.user("written as v3")))
-    assert path.read_bytes().startswith(original)
-    last = json.loads(path.read_bytes().splitlines()[-1])
-    assert (last["v"], last["seq"]) == (3, 15)
-    with JsonlRecord(path, readonly=True) as again:
-        assert again.messages()[-1] == Message.user("written as v3")
-
-
 # -- open_record and errors -----------------------------------------------------------------------
 
 
@@ -604,39 +338,6 @@ def test_memory_record_behaves_like_the_file_stores() -> None:
     assert "memory" in repr(record)
 
 
-@pytest.mark.parametrize("readonly", [True, False])
-def test_a_file_that_is_not_a_record_is_refused_and_left_whole(
-    tmp_path: Path, readonly: bool
-) -> None:
-    """Regression: a file without newlines (a JSON config, a database) is never 'torn' to 0."""
-    config = tmp_path / "config.json"
-    config.write_text(json.dumps({"model": "gpt-4o", "tools": list(range(100))}))
-    db = tmp_path / "session.db"
-    write(SqliteRecord, db, small_session()[:3])
-    for path, reason in ((config, "not a record"), (db, "SQLite database")):
-        before = path.read_bytes()
-        with pytest.raises(RecordError, match=reason):
-            JsonlRecord(path, readonly=readonly)
-        assert path.read_bytes() == before
-
-
-def test_a_complete_final_entry_without_its_newline_is_kept(tmp_path: Path) -> None:
-    """An entry whose newline never reached the disk loads; the next append adds the newline."""
-    path = tmp_path / "r.jsonl"
-    write(JsonlRecord, path, small_session()[:3])
-    path.write_bytes(path.read_bytes()[:-1])
-    with JsonlRecord(path, readonly=True) as reader:
-        assert len(reader) == 3
-        with JsonlRecord(path) as writer:
-            assert len(writer) == 3
-            writer.append(MessageAppended(message=Message.user("next")))
-        assert reader.refresh() == 1
-        assert reader.messages()[-1] == Message.user("next")
-    assert path.read_bytes().count(b"\n") == 4
-    with JsonlRecord(path, readonly=True) as again:
-        assert len(again) == 4
-
-
 def test_text_that_is_not_valid_unicode_is_a_named_error_and_nothing_is_written(
     store: tuple[Factory, Path],
 ) -> None:
@@ -649,3 +350,235 @@ def test_text_that_is_not_valid_unicode_is_a_named_error_and_nothing_is_written(
         assert len(record) == 1
     with factory(path, readonly=True) as again:
         assert len(again) == 1
+
+
+# -- corruption and hostile files (issue 14) ------------------------------------------------------
+
+
+def _open_flipped(
+    factory: Factory, path: Path, data: bytes, at: int, mask: int, *, readonly: bool
+) -> list[Entry] | None:
+    """Open `path` (holding `data`) with byte `at` XOR `mask`: its entries, or `None` if refused.
+
+    The byte is flipped in place and restored after, because rewriting a whole file makes ext4
+    flush it to disk on every trial.
+    """
+    fd = os.open(path, os.O_RDWR)
+    try:
+        os.pwrite(fd, bytes([data[at] ^ mask]), at)
+        try:
+            with factory(path, readonly=readonly, fsync="never") as record:
+                return list(record.entries)
+        except RecordError:
+            if factory is JsonlRecord:  # a refused JSONL file is never touched
+                assert (
+                    os.pread(fd, len(data) + 1, 0)
+                    == data[:at] + bytes([data[at] ^ mask]) + data[at + 1 :]
+                )
+            return None
+        finally:
+            os.pwrite(fd, data[at : at + 1], at)
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(STORES))
+def test_every_single_byte_flip_either_raises_or_loads_the_original_events(
+    tmp_path: Path, name: str
+) -> None:
+    """Flip each byte of a small record in turn: `RecordError`, or exactly the original events.
+
+    Nothing else may come out: no other exception and no silently changed, lost or added
+    entry (checksums catch changed entries; SQLite's row count catches lost final rows).
+    """
+    factory, filename = STORES[name]
+    original = tmp_path / filename
+    write(factory, original, small_session())
+    with factory(original, readonly=True) as record:
+        expected = list(record.entries)
+    data = original.read_bytes()
+    trial = tmp_path / "trial" / filename
+    trial.parent.mkdir()
+    trial.write_bytes(data)
+    outcomes = {"raised": 0, "original": 0}
+    for at in range(len(data)):
+        # A low-bit flip everywhere (the subtle kind: a count off by one, 4 -> 5); a full flip
+        # too where the byte carries content (SQLite pages are mostly zero padding).
+        for mask in (0x01, 0xFF) if data[at] or name == "jsonl" else (0x01,):
+            for readonly in (True, False) if name == "jsonl" else (True,):
+                got = _open_flipped(factory, trial, data, at, mask, readonly=readonly)
+                assert got is None or got == expected, (at, mask, readonly)
+                outcomes["raised" if got is None else "original"] += 1
+    print(f"{name}: {len(data)} bytes, {sum(outcomes.values())} opens: {outcomes}")
+    assert outcomes["raised"] > 0
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda data: data.replace(b"Fix the bug", b"Fix the bog"),
+        lambda data: b"[" * 50_000 + data,
+        lambda data: data + b"not json at all\n",
+    ],
+)
+def test_inspect_reports_a_damaged_record_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], damage: Callable[[bytes], bytes]
+) -> None:
+    """`steerable-compaction inspect` on a damaged record: one error line, no traceback."""
+    path = tmp_path / "r.jsonl"
+    write(JsonlRecord, path, small_session())
+    path.write_bytes(damage(path.read_bytes()))
+    assert cli.main(["inspect", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith(f"steerable-compaction: error: {path}:")
+
+
+class _FailingIndex(SqliteRecord):
+    """A store whose derived data fails for one entry (stands in for a search index)."""
+
+    def _on_append(self, entry: Entry) -> None:
+        assert self._conn is not None
+        self._conn.execute("CREATE TABLE IF NOT EXISTS words (seq INTEGER)")
+        self._conn.execute("INSERT INTO words VALUES (?)", (entry.seq,))
+        if isinstance(entry.event, MessageAppended) and entry.event.message.text == "c":
+            raise RecordError("the index refused it")
+
+
+def test_the_append_hook_runs_inside_the_entrys_transaction(tmp_path: Path) -> None:
+    """What `_on_append` writes commits with its entry, and a failing hook rolls both back."""
+    path = tmp_path / "r.db"
+    with _FailingIndex(path) as record:
+        record.append(MessageAppended(message=Message.user("a")))
+        record.append(MessageAppended(message=Message.user("b")))
+        with pytest.raises(RecordError, match="the index refused it"):
+            record.append(MessageAppended(message=Message.user("c")))
+        assert len(record) == 2
+    conn = sqlite3.connect(path)
+    assert conn.execute("SELECT seq FROM words").fetchall() == [(0,), (1,)]
+    assert conn.execute("SELECT count(*) FROM events").fetchone() == (2,)
+    conn.close()
+    with SqliteRecord(path, readonly=True) as again:
+        assert [m.text for m in again.messages()] == ["a", "b"]
+
+
+# -- group commit (issue 15, item 4) --------------------------------------------------------------
+
+
+def test_a_batch_reaches_readers_only_when_it_ends(store: tuple[Factory, Path]) -> None:
+    """Appends in `batch()` are in the handle at once and on the medium when the block ends."""
+    factory, path = store
+    with factory(path) as writer, factory(path, readonly=True) as reader:
+        writer.append(MessageAppended(message=Message.user("before")))
+        assert reader.refresh() == 1
+        with writer.batch():
+            for text in ("a", "b", "c"):
+                writer.append(MessageAppended(message=Message.user(text)))
+            assert len(writer) == 4
+            assert reader.refresh() == 0
+        assert reader.refresh() == 3
+        assert [m.text for m in reader.messages()] == ["before", "a", "b", "c"]
+
+
+@pytest.mark.parametrize("policy", ["every_event", "every_boundary"])
+def test_a_batch_is_synced_once_at_its_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, policy: str
+) -> None:
+    """A JSONL batch is one `write` and at most one sync, whatever it holds."""
+    path = tmp_path / "r.jsonl"
+    with JsonlRecord(path, fsync=policy) as record:  # type: ignore[arg-type]
+        calls: list[str] = []
+        for name in ("write", "fsync", "fdatasync"):
+            real = getattr(os, name)
+
+            def spy(*args: object, real: Callable[..., object] = real, name: str = name) -> object:
+                calls.append(name)
+                return real(*args)
+
+            monkeypatch.setattr(os, name, spy)
+        with record.batch():
+            for event in small_session()[:8]:  # seven messages and a fold boundary
+                record.append(event)
+        monkeypatch.undo()
+    assert calls in (["write", "fdatasync"], ["write", "fsync"])
+
+
+def test_a_batch_left_by_an_exception_is_still_committed(store: tuple[Factory, Path]) -> None:
+    """The appends made before the block raised are in the handle, so they are written too."""
+    factory, path = store
+    with factory(path) as record:
+        with pytest.raises(ZeroDivisionError), record.batch():
+            record.append(MessageAppended(message=Message.user("kept")))
+            _ = 1 / 0
+    with factory(path, readonly=True) as again:
+        assert [m.text for m in again.messages()] == ["kept"]
+
+
+def test_a_refused_append_in_a_batch_leaves_the_others(store: tuple[Factory, Path]) -> None:
+    """An invalid event inside a batch raises and writes nothing; the rest of the batch stays."""
+    factory, path = store
+    with factory(path) as record, record.batch():
+        record.append(MessageAppended(message=Message.user("one")))
+        with pytest.raises(RecordError, match="unknown bracket"):
+            record.append(CompactionSummary(compaction_id="ghost", summary="s"))
+        with record.batch():  # nested: joins the outer group
+            record.append(MessageAppended(message=Message.user("two")))
+    with factory(path, readonly=True) as again:
+        assert [m.text for m in again.messages()] == ["one", "two"]
+
+
+def test_closing_inside_a_batch_commits_it(store: tuple[Factory, Path]) -> None:
+    """`close()` in the middle of a batch writes the group before it lets go."""
+    factory, path = store
+    record = factory(path)
+    with record.batch():
+        record.append(MessageAppended(message=Message.user("in the batch")))
+        record.close()
+    with factory(path, readonly=True) as again:
+        assert len(again) == 1
+
+
+def test_a_hook_failing_in_a_batch_takes_back_only_its_entry(tmp_path: Path) -> None:
+    """SQLite: inside a batch each append is a savepoint, so one failure undoes only itself."""
+    path = tmp_path / "r.db"
+    with _FailingIndex(path) as record:
+        with record.batch():
+            record.append(MessageAppended(message=Message.user("a")))
+            record.append(MessageAppended(message=Message.user("b")))
+            with pytest.raises(RecordError, match="the index refused it"):
+                record.append(MessageAppended(message=Message.user("c")))
+            record.append(MessageAppended(message=Message.user("c again")))
+    with SqliteRecord(path, readonly=True) as again:
+        assert [m.text for m in again.messages()] == ["a", "b", "c again"]
+
+
+def test_a_group_commit_to_a_deleted_file_fails_and_stops_the_writer(
+    store: tuple[Factory, Path],
+) -> None:
+    """The file went away during a batch: its end raises, and later appends are refused."""
+    factory, path = store
+    with factory(path) as record:
+        with pytest.raises(RecordError, match="deleted or replaced"), record.batch():
+            record.append(MessageAppended(message=Message.user("lost")))
+            path.unlink()
+        with pytest.raises(RecordError, match="a group commit failed"):
+            record.append(MessageAppended(message=Message.user("refused")))
+
+
+def test_a_large_load_files_its_entries_in_the_oldest_gc_generation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Entries of a big load go straight to generation 2, and the collector is back on."""
+    import gc
+
+    from steerable_compaction.record import files
+
+    path = tmp_path / "r.jsonl"
+    write(JsonlRecord, path, small_session())
+    monkeypatch.setattr(files, "_PROMOTE_AFTER", 10)  # a small record counts as large here
+    assert gc.isenabled()
+    with JsonlRecord(path, readonly=True) as record:
+        oldest = {id(o) for o in gc.get_objects(generation=2)}
+        assert all(id(entry) in oldest for entry in record.entries)
+    assert gc.isenabled()

@@ -16,6 +16,7 @@ from .errors import CompactionError
 from .messages import Message
 from .policy import resolve_compaction_policy
 from .record import (
+    CompactionAbandoned,
     CompactionBoundary,
     CompactionStart,
     CompactionSummary,
@@ -90,6 +91,8 @@ def describe_entry(entry: Entry) -> tuple[str, str]:
             return event.kind, " ".join(parts)
         case Reminder():
             return event.kind, f"{event.reason}: {_preview(event.message.text)!r}"
+        case CompactionAbandoned():
+            return event.kind, f"id={event.compaction_id} {event.reason}"
         case _:
             assert_never(event)
 

@@ -620,41 +620,49 @@ class CompactionHooks:
     # -- recovery ---------------------------------------------------------------------------
 
     def recover(self) -> CompactionOutcome | None:
-        """Close the last bracket if a crash left it with its summary already paid for (R38).
+        """Close every bracket a crash left open (R38); the outcome of a reused summary, if any.
 
-        Runs once per engine (later calls return the first result); a read-only record is never
-        written. Returns the outcome of the bracket it closed, if any.
+        The newest bracket is closed with its recorded summary when it has one and nothing has
+        rewritten the projection since it started (appended messages and reminders leave its
+        span where it was), so the summary is never paid twice. Every other open bracket is
+        closed with `compaction_abandoned`: its span stays visible, and compaction is planned
+        again only if needed. Runs once per engine (later calls return the first result); a
+        read-only record is never written.
         """
         if self._recovery_done:
             return self.recovered
         self._recovery_done = True
-        brackets = self.record.projection.open_brackets
-        if not brackets or self.record.readonly:
+        if self.record.readonly:
             return None
-        bracket = brackets[-1]
-        if bracket.summary is None:
-            return None  # the span stays visible; compaction is re-planned only if needed
-        # Appended messages and reminders leave the span where it was; another rewrite or
-        # bracket after this one means the span no longer addresses what it summarized.
-        tail = self.record.entries[bracket.start_seq + 1 :]
-        if any(isinstance(e.event, CompactionBoundary | CompactionStart) for e in tail):
-            return None
-        start = bracket.start
-        outcome = self._close(
-            start.compaction_id,
-            span=start.span,
-            pre_tokens=start.pre_tokens,
-            summary=bracket.summary.summary,
-            source=bracket.summary.source,
-            trigger=start.trigger,
-            kept=start.kept,
-            called=False,
-        )
-        logger.warning(
-            "closed bracket %s left open by an interrupted run, reusing its recorded summary",
-            start.compaction_id,
-        )
-        self.last_outcome = outcome
+        outcome = None
+        for bracket in self.record.projection.open_brackets:
+            start = bracket.start
+            tail = self.record.entries[bracket.start_seq + 1 :]
+            moved = any(isinstance(e.event, CompactionBoundary | CompactionStart) for e in tail)
+            if bracket.summary is None or moved:
+                reason = (
+                    "no summary was recorded before the run ended"
+                    if bracket.summary is None
+                    else "the projection was rewritten after the bracket started"
+                )
+                self._writer.abandon(start.compaction_id, reason)
+                logger.warning("abandoned bracket %s left open: %s", start.compaction_id, reason)
+                continue
+            outcome = self._close(
+                start.compaction_id,
+                span=start.span,
+                pre_tokens=start.pre_tokens,
+                summary=bracket.summary.summary,
+                source=bracket.summary.source,
+                trigger=start.trigger,
+                kept=start.kept,
+                called=False,
+            )
+            logger.warning(
+                "closed bracket %s left open by an interrupted run, reusing its recorded summary",
+                start.compaction_id,
+            )
+            self.last_outcome = outcome
         self.recovered = outcome
         return outcome
 

@@ -2,10 +2,12 @@
 
 A fold-like rewrite is one boundary with edits and no bracket; a summary is a bracket:
 `compaction_start` (written before anyone is asked for the summary, R38), `compaction_summary`,
-then the boundary that closes it and splices the replacement in (R36). Each write keeps the
-meter continuous (R9, R10): the rewrite is priced in billed units before it is appended, and the
-meter is moved onto the new projection after. The engine and every simulator arm write through
-this class, so the record reads the same whoever compacted.
+then the boundary that closes it and splices the replacement in (R36); a bracket that can never
+close (its run ended before its summary, or the projection moved on) gets
+`compaction_abandoned`. Each write keeps the meter continuous (R9, R10): the rewrite is priced
+in billed units before it is appended, and the meter is moved onto the new projection after.
+The engine and every simulator arm write through this class, so the record reads the same
+whoever compacted.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from collections.abc import Sequence
 from .hooks import CompactionOutcome
 from .messages import Message
 from .record import (
+    CompactionAbandoned,
     CompactionAction,
     CompactionBoundary,
     CompactionStart,
@@ -108,6 +111,10 @@ class CompactionWriter:
     def summary(self, cid: str, text: str, source: SummarySource = "summarizer") -> None:
         """Write the paid-for summary of bracket `cid` (what recovery reuses, R38)."""
         self.record.append(CompactionSummary(compaction_id=cid, summary=text, source=source))
+
+    def abandon(self, cid: str, reason: str) -> None:
+        """Close bracket `cid` without a rewrite: its span stays as it is (`reason` says why)."""
+        self.record.append(CompactionAbandoned(compaction_id=cid, reason=reason))
 
     def close(
         self,

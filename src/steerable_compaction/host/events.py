@@ -15,6 +15,7 @@ from typing import Any
 from ..hooks import CompactionOutcome
 from ..messages import message_to_dict
 from ..record import (
+    CompactionAbandoned,
     CompactionBoundary,
     CompactionStart,
     CompactionSummary,
@@ -111,6 +112,20 @@ def entry_event(entry: Entry) -> dict[str, Any]:
             "span": None if event.span is None else list(event.span),
             "edits": len(event.edits),
             "replacement": [message_to_dict(m) for m in event.replacement],
+            "history": None if event.history is None else list(event.history),
+            "retained": None
+            if event.retained is None
+            else {
+                "found": event.retained[0],
+                "kept": event.retained[1],
+                "dropped": event.retained[0] - event.retained[1],
+            },
+        }
+    elif isinstance(event, CompactionAbandoned):
+        out |= {
+            "type": "compaction_abandoned",
+            "compaction_id": event.compaction_id,
+            "reason": event.reason,
         }
     else:
         assert isinstance(event, Reminder)

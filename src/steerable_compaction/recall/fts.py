@@ -141,4 +141,4 @@ def _install_hook(record: SqliteRecord) -> None:
         if conn is not None and isinstance(entry.event, MessageAppended):
             conn.execute(_INSERT, (entry.seq, normalize(searchable(entry.event.message))))
 
-    record._on_append = index_entry  # type: ignore[attr-defined]
+    record._on_append = index_entry  # type: ignore[method-assign]

@@ -6,8 +6,10 @@ boundary, never rewritten. The projection (what the model sees) is a pure fold o
 
 from __future__ import annotations
 
+from .base import CompactionInfo, FsyncPolicy, Record
 from .codec import SCHEMA_VERSION, decode_entry, encode_entry
 from .events import (
+    CompactionAbandoned,
     CompactionAction,
     CompactionBoundary,
     CompactionStart,
@@ -21,19 +23,15 @@ from .events import (
     SummarySource,
     Usage,
 )
+from .jsonl import JsonlRecord
+from .memory import MemoryRecord
 from .projection import OpenBracket, Projection, project
-from .stores import (
-    CompactionInfo,
-    FsyncPolicy,
-    JsonlRecord,
-    MemoryRecord,
-    Record,
-    SqliteRecord,
-    open_record,
-)
+from .sqlite import SqliteRecord
+from .stores import open_record
 
 __all__ = [
     "SCHEMA_VERSION",
+    "CompactionAbandoned",
     "CompactionAction",
     "CompactionBoundary",
     "CompactionInfo",

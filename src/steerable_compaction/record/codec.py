@@ -1,12 +1,16 @@
 """Encoding record entries as JSON objects, and reading every schema version we ever wrote.
 
-Schema v3 (current), one object per line or row: `{"v": 3, "seq": n, "kind": ..., ...fields}`.
-Fields are those of the event dataclasses; messages use `messages.message_to_dict`.
+Schema v4 (current), one object per line or row: `{"v": 4, "seq": n, "kind": ..., ...fields,
+"crc": c}`. Fields are those of the event dataclasses; messages use `messages.message_to_dict`.
+`crc` comes last: it is `zlib.crc32` of the line's UTF-8 bytes before `,"crc":`, so a changed
+byte anywhere in an entry is found on open. v4 adds the `compaction_abandoned` kind.
+
+Schema v3 is v4 without `crc` and without `compaction_abandoned`; its entries load unchecked.
 
 Schema v2 had no brackets. Its boundary, `{"v": 2, "seq": n, "kind": "compaction_boundary",
 "action", "pre_tokens", "post_tokens", "replacement_count"}`, declared that everything before it
 left the projection; the rewritten transcript followed it as ordinary `message` lines. A v2
-boundary therefore upgrades, in memory, to a v3 boundary with the same fields whose `span` covers
+boundary therefore upgrades, in memory, to a boundary with the same fields whose `span` covers
 the whole projection before it and whose `replacement` is empty: the projection after it is
 exactly what v2 showed. v2 `message` lines are v3 lines already. Nothing on disk is ever
 rewritten by an upgrade.
@@ -15,12 +19,15 @@ rewritten by an upgrade.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+import zlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from json.scanner import make_scanner
 from typing import Any, assert_never
 
 from ..errors import MessageError, RecordError
 from ..messages import message_from_dict, message_to_dict
 from .events import (
+    CompactionAbandoned,
     CompactionBoundary,
     CompactionStart,
     CompactionSummary,
@@ -31,18 +38,28 @@ from .events import (
     Reminder,
     Usage,
 )
+from .fast import message_entry
 
 __all__ = [
+    "CHECKED_SINCE",
     "SCHEMA_VERSION",
     "decode_entry",
     "decode_line",
+    "encode_body",
     "encode_entry",
     "encode_line",
+    "iter_lines",
+    "iter_rows",
+    "parse_line",
 ]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
+CHECKED_SINCE = 4
+"""The first schema version whose entries carry a checksum."""
 
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+_CRC_KEY = b',"crc":'
+_POWERS = [0, *(10**i for i in range(1, 11))]  # d digits: _POWERS[d - 1] <= crc < _POWERS[d]
 
 
 def _usage_to_dict(usage: Usage) -> dict[str, int]:
@@ -103,20 +120,28 @@ def _event_fields(event: Event) -> dict[str, Any]:
             return boundary
         case Reminder():
             return {"reason": event.reason, "message": message_to_dict(event.message)}
+        case CompactionAbandoned():
+            return {"compaction_id": event.compaction_id, "reason": event.reason}
         case _:
             assert_never(event)
 
 
 def encode_entry(entry: Entry) -> dict[str, Any]:
-    """The v3 JSON object for `entry`."""
+    """The JSON object for `entry`, without its checksum (which belongs to the encoded bytes)."""
     return {"v": SCHEMA_VERSION, "seq": entry.seq, "kind": entry.event.kind} | _event_fields(
         entry.event
     )
 
 
+def encode_body(entry: Entry) -> bytes:
+    """`entry` as one checksummed JSON object in UTF-8, without a newline (an SQLite row)."""
+    head = _dumps(encode_entry(entry)).encode("utf-8")[:-1]  # all but the closing brace
+    return b'%s,"crc":%d}' % (head, zlib.crc32(head))
+
+
 def encode_line(entry: Entry) -> bytes:
-    """`entry` as one JSONL line (UTF-8, newline-terminated; JSON escapes every inner newline)."""
-    return (_dumps(encode_entry(entry)) + "\n").encode("utf-8")
+    """`entry` as one JSONL line (newline-terminated; JSON escapes every inner newline)."""
+    return encode_body(entry) + b"\n"
 
 
 # -- decoding ------------------------------------------------------------------------------------
@@ -232,13 +257,21 @@ def _decode_reminder(f: _Fields) -> Event:
     )
 
 
+def _decode_abandoned(f: _Fields) -> Event:
+    return CompactionAbandoned(
+        compaction_id=f.get("compaction_id", str), reason=f.get("reason", str)
+    )
+
+
 _DECODERS: dict[str, Callable[[_Fields], Event]] = {
     "message": _decode_message,
     "compaction_start": _decode_start,
     "compaction_summary": _decode_summary,
     "compaction_boundary": _decode_boundary,
     "reminder": _decode_reminder,
+    "compaction_abandoned": _decode_abandoned,
 }
+_SINCE = {"compaction_abandoned": 4}  # kinds newer than schema v3
 
 
 def _decode_v2_boundary(f: _Fields, projection_len: int) -> Event:
@@ -252,17 +285,15 @@ def _decode_v2_boundary(f: _Fields, projection_len: int) -> Event:
 
 
 def decode_entry(obj: Any, *, projection_len: int) -> Entry:
-    """Decode one JSON object of any supported schema version into a v3 `Entry`.
+    """Decode one JSON object of any supported schema version into an `Entry`.
 
     `projection_len` is the length of the projection before this entry (v2 boundaries need it).
-    Raises `RecordError` without a location; the store adds file and line.
+    Checksums belong to lines (`parse_line`). Raises `RecordError` without a location; the
+    store adds file and line.
     """
-    if type(obj) is dict and obj.get("kind") == "message" and obj.get("v") in (2, 3):
-        # The hot path when loading a long record: most entries are messages.
-        seq = obj.get("seq")
-        message = obj.get("message")
-        if type(seq) is int and type(message) is dict and "usage" not in obj:
-            return Entry(seq, MessageAppended(message=_message(message, "message")))
+    entry = message_entry(obj, SCHEMA_VERSION)  # most entries of a long record
+    if entry is not None:
+        return entry
     if not isinstance(obj, Mapping):
         raise RecordError(f"an entry must be a JSON object, got {type(obj).__name__}")
     f = _Fields(obj)
@@ -284,13 +315,125 @@ def decode_entry(obj: Any, *, projection_len: int) -> Entry:
     decoder = _DECODERS.get(kind)
     if decoder is None:
         raise RecordError(f"unknown kind {kind!r}")
+    if version < _SINCE.get(kind, 0):
+        raise RecordError(f"schema v{version} has no {kind!r} entries")
     return Entry(seq, decoder(f))
 
 
-def decode_line(line: bytes, *, projection_len: int) -> Entry:
-    """Decode one JSONL line (without its newline)."""
+# -- lines and checksums -------------------------------------------------------------------------
+
+
+def _checksum(line: bytes) -> int | None:
+    """The checksum `line` ends with, verified; `None` for a line without one."""
+    at = line.rfind(_CRC_KEY)
+    if at < 0:
+        return None
+    digits = line[at + len(_CRC_KEY) : -1]
+    if line[-1:] != b"}" or not digits.isdigit() or len(digits) > 10:
+        raise RecordError("the entry's checksum is malformed")
+    if zlib.crc32(line[:at]) != int(digits):
+        raise RecordError("checksum mismatch: the entry changed after it was written")
+    return int(digits)
+
+
+def _settle(obj: Any, crc: int | None) -> Any:
+    """Check that an entry carries a checksum exactly when its version has one; drop it."""
+    version = obj.get("v") if type(obj) is dict else None
+    if type(version) is not int or version > SCHEMA_VERSION:
+        return obj  # decode_entry names what is wrong (a newer schema may check otherwise)
+    if crc is None:
+        if version >= CHECKED_SINCE:
+            raise RecordError(f"a v{version} entry without its checksum")
+        return obj
+    if version < CHECKED_SINCE:
+        raise RecordError(f"a v{version} entry cannot carry a checksum")
+    del obj["crc"]  # the last key of the line: `_checksum` read this very value
+    return obj
+
+
+def parse_line(line: bytes) -> Any:
+    """Parse one line (or SQLite row) and verify its checksum; the object, without `crc`.
+
+    Raises `RecordError` without a location for anything that is not a well-formed entry line.
+    """
     try:
         obj = json.loads(line)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except RecursionError:
+        raise RecordError("not an entry: the JSON is nested too deeply") from None
+    except ValueError as exc:  # JSONDecodeError, bad UTF-8, an integer too long to convert
         raise RecordError(f"not valid JSON: {exc}") from None
-    return decode_entry(obj, projection_len=projection_len)
+    version = obj.get("v") if type(obj) is dict else None
+    if type(version) is int and version > SCHEMA_VERSION:
+        return obj  # a newer schema may check otherwise: decode_entry says it is newer
+    return _settle(obj, _checksum(line))
+
+
+# What `json.loads` runs for each value, without its wrappers (typeshed types it as a class).
+_scan: Callable[[str, int], tuple[Any, int]] = make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
+
+
+def iter_lines(data: bytes) -> Iterator[Any]:
+    """Parse newline-terminated lines one at a time: each line's object, without `crc`.
+
+    Raises `RecordError` whose `line` is the bad line's 1-based index in `data` (the store
+    adds its file). Objects come one by one, so a loader that turns each into an entry reuses
+    the memory of the last, as `json.loads` on each line would.
+
+    The fast loop decodes the whole text once and calls the JSON scanner once per line (about
+    half the cost of `json.loads` per line), checking each checksum in place. A value must end
+    exactly at its line's first newline (so value `i` is line `i`) and a checksum must be
+    exactly `,"crc":<digits>}` at the line's end. At the first line in doubt it hands the rest
+    to `parse_line`, line by line, which names what is wrong.
+    """
+    find, rfind, crc32 = data.find, data.rfind, zlib.crc32
+    done = at = start = 0  # lines parsed; the next line's start in `text` and in `data`
+    try:
+        text = data.decode("utf-8")
+        size = len(data)
+        same = len(text) == size  # ASCII: a line starts at the same index in both
+        while start < size:
+            newline = find(b"\n", start)
+            obj, end = _scan(text, at)
+            if end != (newline if same else text.find("\n", at)) or type(obj) is not dict:
+                break
+            version, key = obj.get("v"), rfind(_CRC_KEY, start, newline)
+            if key < 0:
+                if type(version) is not int or version >= CHECKED_SINCE:
+                    break
+            else:
+                crc = obj.pop("crc", None)
+                digits = newline - key - len(_CRC_KEY) - 1  # `,"crc":<digits>}` ends the line
+                if type(crc) is not int or version != CHECKED_SINCE or not 0 < digits < 11:
+                    break
+                if not _POWERS[digits - 1] <= crc < _POWERS[digits]:
+                    break
+                if crc32(data[start:key]) != crc:
+                    break
+            yield obj
+            done, at, start = done + 1, end + 1, newline + 1
+    except (ValueError, RecursionError, StopIteration):
+        pass
+    for i, line in enumerate(data[start:].split(b"\n")[:-1], start=done + 1):
+        try:
+            obj = parse_line(line)
+        except RecordError as exc:
+            raise RecordError(exc.reason, line=i) from None
+        yield obj
+
+
+def iter_rows(rows: Sequence[bytes]) -> Iterator[Any]:
+    """`iter_lines` for separate lines (SQLite rows), which may hold anything, newlines too."""
+    if not any(b"\n" in row for row in rows):
+        yield from iter_lines(b"".join(row + b"\n" for row in rows))
+        return
+    for i, row in enumerate(rows, start=1):
+        try:
+            obj = parse_line(row)
+        except RecordError as exc:
+            raise RecordError(exc.reason, line=i) from None
+        yield obj
+
+
+def decode_line(line: bytes, *, projection_len: int) -> Entry:
+    """Decode one JSONL line (without its newline), checksum verified."""
+    return decode_entry(parse_line(line), projection_len=projection_len)

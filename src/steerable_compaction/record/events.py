@@ -1,19 +1,20 @@
-"""Record events (schema v3).
+"""Record events (schema v4).
 
-The record is a sequence of `Entry(seq, event)`. Five event kinds exist; their `kind` strings are
+The record is a sequence of `Entry(seq, event)`. Six event kinds exist; their `kind` strings are
 persisted and never change:
 
-| kind                  | event                | effect on the projection                          |
-|-----------------------|----------------------|---------------------------------------------------|
-| `message`             | `MessageAppended`    | appends the message                               |
-| `compaction_start`    | `CompactionStart`    | none: opens a bracket over `span` (and `kept`)    |
-| `compaction_summary`  | `CompactionSummary`  | none: records the (paid) summary of a bracket     |
-| `compaction_boundary` | `CompactionBoundary` | rewrites: `edits`, then `span` → `replacement`    |
-| `reminder`            | `Reminder`           | appends its message (visible to model and host)   |
+| kind                   | event                 | effect on the projection                        |
+|------------------------|-----------------------|-------------------------------------------------|
+| `message`              | `MessageAppended`     | appends the message                             |
+| `compaction_start`     | `CompactionStart`     | none: opens a bracket over `span` (and `kept`)  |
+| `compaction_summary`   | `CompactionSummary`   | none: records the (paid) summary of a bracket   |
+| `compaction_boundary`  | `CompactionBoundary`  | rewrites: `edits`, then `span` → `replacement`  |
+| `reminder`             | `Reminder`            | appends its message (visible to model and host) |
+| `compaction_abandoned` | `CompactionAbandoned` | none: closes a bracket without a rewrite (v4)   |
 
 A summarizing compaction writes start → summary → boundary with one `compaction_id`; a fold-only
-rewrite writes a boundary alone. Spans are `[head_end, tail_start)` in projection indices at the
-moment the event is written.
+rewrite writes a boundary alone; recovery closes a bracket it cannot finish with an abandon.
+Spans are `[head_end, tail_start)` in projection indices at the moment the event is written.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from ..errors import RecordError
 from ..messages import Message
 
 __all__ = [
+    "CompactionAbandoned",
     "CompactionAction",
     "CompactionBoundary",
     "CompactionStart",
@@ -48,7 +50,12 @@ CompactionTrigger: TypeAlias = Literal["pressure", "overflow", "manual", "micro"
 """Which path started a compaction."""
 
 EventKind: TypeAlias = Literal[
-    "message", "compaction_start", "compaction_summary", "compaction_boundary", "reminder"
+    "message",
+    "compaction_start",
+    "compaction_summary",
+    "compaction_boundary",
+    "reminder",
+    "compaction_abandoned",
 ]
 
 ACTIONS: frozenset[str] = frozenset(get_args(CompactionAction))
@@ -235,8 +242,30 @@ class Reminder:
     kind: Literal["reminder"] = "reminder"
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CompactionAbandoned:
+    """Closes a bracket that will never get its boundary; the projection does not change.
+
+    Written by recovery for a bracket a crash left open without a summary it can reuse, so no
+    bracket stays open forever; `reason` says why it was given up.
+    """
+
+    compaction_id: str
+    reason: str
+    kind: Literal["compaction_abandoned"] = "compaction_abandoned"
+
+    def __post_init__(self) -> None:
+        if not self.compaction_id:
+            raise RecordError("compaction_id must be a non-empty string")
+
+
 Event: TypeAlias = (
-    MessageAppended | CompactionStart | CompactionSummary | CompactionBoundary | Reminder
+    MessageAppended
+    | CompactionStart
+    | CompactionSummary
+    | CompactionBoundary
+    | Reminder
+    | CompactionAbandoned
 )
 
 

@@ -3,7 +3,7 @@
 `Projection.apply` folds one entry in place: a message appends in O(1), a boundary rewrites (its
 cost is the size of the rewrite plus one list splice), bracket events only change bookkeeping.
 `project(entries)` is the same fold from scratch. Unclosed brackets are ignored (their span stays
-visible) and remain listed in `open_brackets` so that a recovering process can close them.
+visible) and remain listed in `open_brackets` until a boundary or an abandon closes them.
 
 Every invariant is checked before anything changes, so a rejected entry leaves the projection
 as it was and a store can refuse to write it.
@@ -18,6 +18,7 @@ from typing import assert_never
 from ..errors import RecordError
 from ..messages import Message
 from .events import (
+    CompactionAbandoned,
     CompactionBoundary,
     CompactionStart,
     CompactionSummary,
@@ -96,8 +97,16 @@ class Projection:
                     raise RecordError(f"bracket {event.compaction_id!r} already has a summary")
             case CompactionBoundary():
                 self._check_boundary(event)
+            case CompactionAbandoned():
+                if event.compaction_id not in self._open:
+                    raise RecordError(f"abandon of unknown bracket {event.compaction_id!r}")
             case _:
                 assert_never(event)
+
+    def extend(self, seqs: Iterable[int], messages: Iterable[Message]) -> None:
+        """Append `messages` from entries `seqs`: what `apply` does for messages, in bulk."""
+        self._messages.extend(messages)
+        self._seqs.extend(seqs)
 
     def apply(self, entry: Entry) -> None:
         """Fold `entry` into the projection; raises `RecordError` (changing nothing) if invalid."""
@@ -121,6 +130,9 @@ class Projection:
             case CompactionBoundary():
                 self._check_boundary(event)
                 self._rewrite(entry.seq, event)
+            case CompactionAbandoned():
+                self.check(entry)
+                del self._open[event.compaction_id]
             case _:
                 assert_never(event)
 

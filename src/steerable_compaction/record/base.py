@@ -1,0 +1,342 @@
+"""The `Record` protocol: an append-only event log with its projection kept up to date.
+
+Every store keeps the entries and the projection in memory and appends each new event to its
+medium before it becomes visible. Invariants are checked before anything is written, so a bad
+event never reaches the medium. The stores themselves live in `memory`, `jsonl` and `sqlite`;
+`files` holds what the two on-disk stores share.
+
+Durability (`fsync`), and what a crash can lose. "Durable" events are compaction events (start,
+summary, boundary, abandon) and reminders; `append` returns only after its entry is written.
+- `"every_event"`: each append is on stable storage before `append` returns. A crash of the
+  process or of the machine loses nothing that `append` returned.
+- `"every_boundary"` (default): a durable event is on stable storage before `append` returns,
+  and so is everything appended before it. Messages in between are handed to the OS at once
+  (JSONL: one `write`; SQLite: one committed transaction): a killed process loses nothing that
+  `append` returned, a power cut or kernel crash can lose the messages since the last durable
+  event (never a durable event, never a message before one).
+- `"never"`: the OS decides when to write back. A killed process loses nothing that `append`
+  returned; a power cut can lose anything not yet written back by the OS.
+In every case a crash in the middle of an append loses at most that append: a torn JSONL line is
+dropped on the next open (with a warning), an uncommitted SQLite transaction rolls back.
+`Record.batch()` groups appends into one commit (one transaction, one write, at most one sync):
+a crash before the group is written loses all of it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Literal, TypeAlias, get_args
+
+from ..errors import RecordError
+from ..messages import Message
+from .events import (
+    CompactionAbandoned,
+    CompactionBoundary,
+    CompactionStart,
+    CompactionSummary,
+    Entry,
+    Event,
+    MessageAppended,
+)
+from .projection import Projection
+
+__all__ = ["CompactionInfo", "FsyncPolicy", "Record"]
+
+FsyncPolicy: TypeAlias = Literal["every_event", "every_boundary", "never"]
+FSYNC_POLICIES: frozenset[str] = frozenset(get_args(FsyncPolicy))
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionInfo:
+    """One compaction as the record tells it.
+
+    `status` is `"closed"` for a bracket closed by its boundary, `"open"` for a bracket without
+    a boundary (a crash or a failed summarizer), `"abandoned"` for a bracket recovery gave up
+    (no boundary will come), `"fold"` for a boundary without a bracket.
+    """
+
+    status: Literal["closed", "open", "abandoned", "fold"]
+    compaction_id: str | None
+    action: str
+    trigger: str
+    pre_tokens: int
+    post_tokens: int | None
+    replacement_count: int | None
+    span: tuple[int, int] | None
+    start_seq: int | None
+    summary_seq: int | None
+    boundary_seq: int | None
+
+
+def _durable_kind(event: Event) -> bool:
+    return not isinstance(event, MessageAppended)
+
+
+class Record(ABC):
+    """An append-only event log with its projection kept up to date.
+
+    Use as a context manager, or call `close()`. Not safe to append from several threads at
+    once without the internal lock; appends from one thread at a time are ordered.
+    """
+
+    def __init__(self, *, path: Path | None, readonly: bool, fsync: FsyncPolicy) -> None:
+        if fsync not in FSYNC_POLICIES:
+            raise ValueError(f"fsync must be one of {sorted(FSYNC_POLICIES)}, got {fsync!r}")
+        self._path = path
+        self._readonly = readonly
+        self._fsync: FsyncPolicy = fsync
+        self._entries: list[Entry] = []
+        self._message_entries: list[Entry] = []
+        self._projection = Projection()
+        self._lock = threading.RLock()
+        self._batching = False  # inside `batch()`: appends wait for `_commit_batch`
+        self._batch_sync = False  # an append in the open batch asked to be synced
+        self._broken: str | None = None  # why appends are refused (what was written is lost)
+        self._closed = False
+
+    # -- reading -------------------------------------------------------------------------------
+
+    @property
+    def path(self) -> Path | None:
+        """Where the record lives (`None` for a memory record)."""
+        return self._path
+
+    @property
+    def readonly(self) -> bool:
+        """Whether this handle may append."""
+        return self._readonly
+
+    @property
+    def closed(self) -> bool:
+        """Whether `close()` has run."""
+        return self._closed
+
+    @property
+    def entries(self) -> Sequence[Entry]:
+        """Every entry in order (a read-only view)."""
+        return self._entries
+
+    @property
+    def projection(self) -> Projection:
+        """The live projection; do not mutate it (append events instead)."""
+        return self._projection
+
+    def messages(self) -> list[Message]:
+        """A copy of the projected transcript: what the model sees next."""
+        return list(self._projection.messages)
+
+    @property
+    def message_count(self) -> int:
+        """How many raw messages the record holds (compaction never lowers this)."""
+        return len(self._message_entries)
+
+    def history(self, offset: int = 0, limit: int | None = None) -> list[Entry]:
+        """A page of the raw message history, oldest first, as it was before any compaction.
+
+        Entries are `MessageAppended` events with their seqs; `offset` counts messages.
+        """
+        if offset < 0 or (limit is not None and limit < 0):
+            raise ValueError(f"offset and limit must be non-negative, got {offset!r}, {limit!r}")
+        end = None if limit is None else offset + limit
+        return self._message_entries[offset:end]
+
+    def compactions(self) -> list[CompactionInfo]:
+        """Every compaction in record order: closed and open brackets, and fold-only rewrites."""
+        starts: dict[str, tuple[int, CompactionStart]] = {}
+        summaries: dict[str, int] = {}
+        out: list[CompactionInfo] = []
+        closed: set[str] = set()
+        abandoned: set[str] = set()
+        for entry in self._entries:
+            event = entry.event
+            if isinstance(event, CompactionAbandoned):
+                abandoned.add(event.compaction_id)
+            elif isinstance(event, CompactionStart):
+                starts[event.compaction_id] = (entry.seq, event)
+            elif isinstance(event, CompactionSummary):
+                summaries[event.compaction_id] = entry.seq
+            elif isinstance(event, CompactionBoundary):
+                cid = event.compaction_id
+                if cid is not None:
+                    closed.add(cid)
+                out.append(
+                    CompactionInfo(
+                        status="fold" if cid is None else "closed",
+                        compaction_id=cid,
+                        action=event.action,
+                        trigger=event.trigger,
+                        pre_tokens=event.pre_tokens,
+                        post_tokens=event.post_tokens,
+                        replacement_count=event.replacement_count,
+                        span=event.span,
+                        start_seq=None if cid is None else starts[cid][0],
+                        summary_seq=None if cid is None else summaries.get(cid),
+                        boundary_seq=entry.seq,
+                    )
+                )
+        for cid, (seq, start) in starts.items():
+            if cid not in closed:
+                out.append(
+                    CompactionInfo(
+                        status="abandoned" if cid in abandoned else "open",
+                        compaction_id=cid,
+                        action=start.action,
+                        trigger=start.trigger,
+                        pre_tokens=start.pre_tokens,
+                        post_tokens=None,
+                        replacement_count=None,
+                        span=start.span,
+                        start_seq=seq,
+                        summary_seq=summaries.get(cid),
+                        boundary_seq=None,
+                    )
+                )
+        out.sort(key=lambda c: c.start_seq if c.start_seq is not None else c.boundary_seq or 0)
+        return out
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def append(self, event: Event) -> Entry:
+        """Write `event` and fold it into the projection; returns it with its seq.
+
+        Raises `RecordError` (writing nothing) if the event breaks a record invariant.
+        """
+        with self._lock:
+            if self._closed:
+                raise RecordError("the record is closed", path=self._path)
+            if self._readonly:
+                raise RecordError("the record was opened read-only", path=self._path)
+            if self._broken is not None:
+                raise RecordError(self._broken, path=self._path)
+            entry = Entry(len(self._entries), event)
+            try:
+                self._projection.check(entry)
+            except RecordError as exc:
+                raise RecordError(exc.reason, path=self._path) from None
+            durable = self._should_sync(event)
+            if self._batching:
+                self._batch_sync, durable = self._batch_sync or durable, False
+            try:
+                self._persist(entry, durable=durable)
+            except UnicodeEncodeError as exc:
+                # A lone surrogate (e.g. from undecodable tool output) cannot be stored as
+                # UTF-8; nothing was written.
+                raise RecordError(
+                    f"the {event.kind} event holds text that is not valid Unicode "
+                    f"({exc.reason} at position {exc.start}); nothing was written",
+                    path=self._path,
+                ) from None
+            self._accept(entry)
+            return entry
+
+    def append_message(self, message: Message) -> Entry:
+        """Shorthand for `append(MessageAppended(message=message))`."""
+        return self.append(MessageAppended(message=message))
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """Group commit: the appends made inside reach the medium together when the block ends.
+
+        SQLite commits them in one transaction and JSONL writes them with one `write`; the
+        fsync policy applies to the group (one sync at the end if any append would have had
+        one). Until the block ends readers do not see them, and a crash loses them all (a crash
+        during a JSONL group's write may keep its first lines). They are in this handle at
+        once, and are committed even if the block raises. A nested `batch()` joins the outer.
+        """
+        with self._lock:
+            if self._batching or self._readonly or self._closed:
+                yield
+                return
+            self._batching, self._batch_sync = True, False
+            try:
+                yield
+            finally:
+                if self._batching:  # `close()` inside the block commits the group itself
+                    self._end_batch()
+
+    def _end_batch(self) -> None:
+        self._batching = False
+        try:
+            self._commit_batch(durable=self._batch_sync or self._fsync == "every_event")
+        except RecordError as exc:
+            self._broken = f"a group commit failed, its appends are lost: {exc.reason}"
+            raise
+
+    def _commit_batch(self, *, durable: bool) -> None:  # noqa: B027 (memory: nothing to do)
+        """Write the appends of the batch that ends (called with the lock held)."""
+
+    def _should_sync(self, event: Event) -> bool:
+        if self._fsync == "every_event":
+            return True
+        if self._fsync == "every_boundary":
+            return _durable_kind(event)
+        return False
+
+    def _accept(self, entry: Entry) -> None:
+        self._projection.apply(entry)
+        self._entries.append(entry)
+        if isinstance(entry.event, MessageAppended):
+            self._message_entries.append(entry)
+
+    @abstractmethod
+    def _persist(self, entry: Entry, *, durable: bool) -> None:
+        """Write one entry to the medium (called with the lock held).
+
+        A store calls `_on_append` once the entry is written and before it is committed.
+        """
+
+    def _on_append(self, entry: Entry) -> None:  # noqa: B027 (a hook: no-op by default)
+        """Extension point for derived data (e.g. a search index), called for each append.
+
+        It runs with the lock held, once the entry is written (in a JSONL batch: queued) and,
+        for SQLite, inside the same transaction: what it writes there commits or rolls back
+        with the entry, and if it raises the entry is not appended (SQLite, or JSONL in a
+        batch; a JSONL line already written stays on disk).
+        """
+
+    def refresh(self) -> int:
+        """Read entries another writer appended since this handle loaded; returns how many."""
+        return 0
+
+    def close(self) -> None:
+        """Flush (unless `fsync="never"`), release the writer lock and close the medium."""
+        with self._lock:
+            if not self._closed:
+                try:
+                    if self._batching:
+                        self._end_batch()
+                finally:
+                    self._closed = True
+                    self._close()
+
+    @abstractmethod
+    def _close(self) -> None:
+        """Release the medium (called once, with the lock held)."""
+
+    def __enter__(self) -> Record:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __iter__(self) -> Iterator[Entry]:
+        return iter(self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __repr__(self) -> str:
+        where = "memory" if self._path is None else str(self._path)
+        mode = "r" if self._readonly else "a"
+        return f"<{type(self).__name__} {where} mode={mode} entries={len(self._entries)}>"

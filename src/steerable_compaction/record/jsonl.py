@@ -1,0 +1,197 @@
+"""`JsonlRecord`: a record in a JSON Lines file, one event a line."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+
+from ..errors import RecordError
+from .codec import encode_line, iter_lines, parse_line
+from .events import Entry
+from .files import FileRecord, fsync_dir, identity, lock_writer, sync
+
+__all__ = ["JsonlRecord"]
+
+logger = logging.getLogger("steerable_compaction.record")
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+_LINE_START = b'{"v":'  # every line the JSONL store writes starts so
+_scan = json.JSONDecoder().raw_decode
+
+
+def _is_torn(tail: bytes) -> bool:
+    """Whether bytes after the last newline can be an entry line cut short by a crash.
+
+    A torn write is a prefix of a line: an entry's start and JSON that has not ended yet. JSON
+    that ends (even with bytes after it, as when a final newline was overwritten) is complete:
+    it must decode, or the record is corrupt.
+    """
+    if not (tail.startswith(_LINE_START) or _LINE_START.startswith(tail)):
+        return False
+    try:
+        _scan(tail.decode("utf-8", "replace"))
+    except RecursionError:
+        return False
+    except ValueError:
+        return True
+    return False
+
+
+class JsonlRecord(FileRecord):
+    """A record in a JSON Lines file: one event a line, one `write` an append (or a batch).
+
+    On open, an incomplete final line (a write torn by a crash) is dropped with a warning, and a
+    writer truncates it away before appending. Any other bad line, a complete final one
+    included, raises `RecordError` naming the file and line, and the file is left as it was.
+    """
+
+    _fd: int | None = None
+    _pending: list[bytes]  # encoded lines not written yet (a batch)
+    _offset = 0
+    _line = 0
+    _needs_newline = False
+
+    def _open_reader(self) -> None:
+        """Nothing to hold open: each read opens the file afresh."""
+        self._pending = []
+
+    def _open_writer(self) -> None:
+        self._pending = []
+        created = not self.file.exists()
+        try:
+            fd = os.open(self.file, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
+        except OSError as exc:
+            raise RecordError(f"cannot open: {exc.strerror}", path=self.file) from None
+        try:
+            lock_writer(fd, self.file)
+            if created:
+                fsync_dir(self.file)
+            self._identity = identity(os.fstat(fd))
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd = fd
+
+    def _read_new(self) -> int:
+        with open(self.file, "rb") as fh:
+            fh.seek(self._offset)
+            data = fh.read()
+        if self._needs_newline and data.startswith(b"\n"):
+            # The newline a writer added after an entry this handle loaded unterminated.
+            data = data[1:]
+            self._offset += 1
+            self._needs_newline = False
+        if self._offset == 0 and data.startswith(SQLITE_MAGIC):
+            raise RecordError(
+                "this is an SQLite database: open it with SqliteRecord", path=self.file
+            )
+        complete = data.rfind(b"\n") + 1
+        first, before = self._line + 1, len(self._entries)
+        try:
+            self._load_objects(iter_lines(data[:complete]), lambda i: first + i)
+        finally:
+            # Keep the position after the last loaded line, so a refresh never reloads it.
+            loaded = len(self._entries) - before
+            if loaded == data.count(b"\n", 0, complete):
+                self._offset += complete
+            else:
+                end = 0
+                for _ in range(loaded):
+                    end = data.index(b"\n", end) + 1
+                self._offset += end
+            self._line += loaded
+        tail = data[complete:]
+        if tail:
+            return loaded + self._final_line(tail)
+        return loaded
+
+    def _final_line(self, tail: bytes) -> int:
+        """Handle bytes after the last newline: a complete entry, a torn write, or corruption.
+
+        A complete entry whose newline never reached the disk is kept (a writer adds the
+        newline before its next append). A torn write is dropped with a warning, and cut off
+        by a writer. Anything else raises `RecordError`, and the file is kept as it is.
+        """
+        line = self._line + 1
+        where = f"{self.file}:{line}"
+        if _is_torn(tail):
+            if self._readonly:
+                logger.warning(
+                    "%s: ignoring an incomplete final line (%d bytes, no newline)", where, len(tail)
+                )
+                return 0
+            assert self._fd is not None
+            logger.warning(
+                "%s: dropping a torn final line (%d bytes, no newline) left by an interrupted "
+                "write; truncating the file to %d bytes",
+                where,
+                len(tail),
+                self._offset,
+            )
+            os.ftruncate(self._fd, self._offset)
+            sync(self._fd)
+            return 0
+        if not tail.startswith(_LINE_START):
+            raise RecordError(
+                "not a record: the final line is neither an entry nor a torn one",
+                path=self.file,
+                line=line,
+            )
+        try:
+            obj = parse_line(tail)
+        except RecordError as exc:
+            raise RecordError(exc.reason, path=self.file, line=line) from None
+        self._load_objects(iter([obj]), lambda _: line)
+        self._line += 1
+        self._needs_newline = True
+        self._offset += len(tail)
+        return 1
+
+    def _persist(self, entry: Entry, *, durable: bool) -> None:
+        newline = self._needs_newline
+        self._pending.append((b"\n" if newline else b"") + encode_line(entry))
+        self._needs_newline = False
+        self._line += 1
+        if not self._batching:
+            self._write(durable=durable)
+        try:
+            self._on_append(entry)
+        except BaseException:
+            if self._batching:  # still queued: take it back
+                self._pending.pop()
+                self._needs_newline, self._line = newline, self._line - 1
+            else:  # on disk, and not in memory: appending on would repeat its seq
+                self._broken = "an append hook failed after its line was written: reopen"
+            raise
+
+    def _commit_batch(self, *, durable: bool) -> None:
+        if self._pending:
+            self._write(durable=durable)
+
+    def _write(self, *, durable: bool) -> None:
+        """Write the pending lines with one `write` (and sync them if `durable`)."""
+        assert self._fd is not None
+        data = b"".join(self._pending)
+        self._pending.clear()
+        view = memoryview(data)
+        try:
+            while view:
+                written = os.write(self._fd, view)
+                view = view[written:]
+            if durable:
+                sync(self._fd)
+        except OSError as exc:  # part of it may be on disk: appending on could corrupt the file
+            self._broken = f"a write failed ({exc.strerror}): reopen the record"
+            raise RecordError(f"cannot append: {exc.strerror}", path=self.file) from None
+        self._offset += len(data)
+        self._check_identity()
+
+    def _close(self) -> None:
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            try:
+                if self._fsync != "never":
+                    sync(fd)
+            finally:
+                os.close(fd)  # also releases the flock

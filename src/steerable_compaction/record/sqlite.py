@@ -1,0 +1,333 @@
+"""`SqliteRecord`: a record in an SQLite database, one row per event.
+
+A record database is marked by its `application_id` and holds `events (seq, body)`, one
+checksummed entry per row, and `meta`, whose `events` row counts the rows. The count is brought
+up to date in the transaction of every durable event (compaction events, reminders), of every
+batch, and on close, so it never runs ahead of the rows: fewer rows than it counts means rows
+were lost, which no checksum could show. A database written before checksums (one `events`
+table, no mark) still opens; a writer adds the mark and the count. Any other database, or any
+other file, is refused and left untouched.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sqlite3
+from typing import Literal
+
+from ..errors import RecordError
+from .codec import encode_body, iter_lines, iter_rows
+from .events import Entry
+from .files import FileRecord, identity, lock_writer, sync
+
+__all__ = ["APPLICATION_ID", "SqliteRecord"]
+
+logger = logging.getLogger("steerable_compaction.record")
+
+APPLICATION_ID = int.from_bytes(b"StCp", "big")
+"""SQLite's `PRAGMA application_id` of a record database (schema v4 on)."""
+
+_EVENTS = "CREATE TABLE events (seq INTEGER PRIMARY KEY, body TEXT NOT NULL)"
+_META = "CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID"
+_V3_SCHEMA = [(b"table", b"events", _EVENTS.encode())]
+Format = Literal["empty", "v3", "v4"]
+# What the sqlite3 module raises on a damaged file: its own errors, and UnicodeDecodeError when
+# an error message or a text value holds bytes that are not UTF-8.
+_ERRORS = (sqlite3.Error, UnicodeDecodeError)
+
+
+class SqliteRecord(FileRecord):
+    """A record in an SQLite database (WAL mode): one row per event, `seq` as the primary key.
+
+    A second writer is refused through an exclusive `flock` on `<path>.writer-lock`; readers
+    open the database read-only and never take that lock. Each append (or batch) is one
+    transaction.
+    """
+
+    _lock_fd: int | None = None
+    _lock_identity: tuple[int, int] | None = None
+    _conn: sqlite3.Connection | None = None
+    _counted = False  # the database keeps a row count (schema v4 on)
+    _count: int | None = None  # the row count a writer last committed
+
+    @property
+    def _lock_path(self) -> str:
+        return str(self.file) + ".writer-lock"
+
+    def _open_reader(self) -> None:
+        self._conn = self._connect(f"{self.file.resolve().as_uri()}?mode=ro", uri=True)
+        kind = self._identify()
+        if kind == "empty":
+            raise RecordError("not a record: an empty database", path=self.file)
+        self._counted = kind == "v4"
+
+    def _open_writer(self) -> None:
+        self._lock_fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        lock_writer(self._lock_fd, self.file)
+        self._lock_identity = identity(os.fstat(self._lock_fd))
+        if not self.file.exists():
+            # Created here so that it is private from the start; an existing file keeps its mode.
+            os.close(os.open(self.file, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600))
+        self._conn = self._connect(str(self.file))
+        kind = self._identify()
+        conn = self._conn
+        try:
+            if kind != "v4":
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    if kind == "empty":
+                        conn.execute(_EVENTS)
+                    conn.execute(_META)
+                    conn.execute(
+                        "INSERT INTO meta (key, value) SELECT 'events', count(*) FROM events"
+                    )
+                    conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+                    conn.execute("COMMIT")
+                except BaseException:
+                    conn.execute("ROLLBACK")
+                    raise
+            conn.execute("PRAGMA journal_mode=WAL")
+            self._set_sync(durable=False)
+        except _ERRORS as exc:
+            raise self._error(exc) from None
+        self._counted = True
+        self._identity = identity(os.stat(self.file))
+
+    def _connect(self, where: str, *, uri: bool = False) -> sqlite3.Connection:
+        try:
+            return sqlite3.connect(where, uri=uri, isolation_level=None, check_same_thread=False)
+        except _ERRORS as exc:
+            raise self._error(exc) from None
+
+    def _error(self, exc: Exception) -> RecordError:
+        return RecordError(f"not a readable SQLite record: {exc}", path=self.file)
+
+    def _identify(self) -> Format:
+        """What the database holds, read without writing; `RecordError` if it is not a record."""
+        assert self._conn is not None
+        try:
+            app = self._conn.execute("PRAGMA application_id").fetchone()[0]
+            # As bytes: a damaged schema need not be valid UTF-8.
+            objects = self._conn.execute(
+                "SELECT CAST(type AS BLOB), CAST(name AS BLOB), CAST(sql AS BLOB) "
+                "FROM sqlite_master"
+            ).fetchall()
+        except _ERRORS as exc:
+            raise self._error(exc) from None
+        names = {name for _, name, _ in objects}
+        if app == APPLICATION_ID and {b"events", b"meta"} <= names:
+            return "v4"
+        if app == 0 and not objects:
+            return "empty"
+        if app == 0 and objects == _V3_SCHEMA:
+            return "v3"
+        shown = sorted(name.decode("utf-8", "replace") for name in names if type(name) is bytes)
+        raise RecordError(
+            "not a record: an SQLite database that steerable-compaction did not write "
+            f"(application_id {app}, tables {shown})",
+            path=self.file,
+        )
+
+    def _set_sync(self, *, durable: bool) -> None:
+        assert self._conn is not None
+        if self._fsync == "every_event" or durable:
+            level = "FULL"
+        elif self._fsync == "every_boundary":
+            level = "NORMAL"
+        else:
+            level = "OFF"
+        self._conn.execute(f"PRAGMA synchronous={level}")
+
+    def _read_new(self) -> int:
+        """Load the rows past those loaded, and check them against the row count.
+
+        The rows come as one blob, joined by SQLite, when they are contiguous and hold no
+        newline (a third of the time of fetching them one by one); otherwise, and to name the
+        row at fault when that blob does not load, they come one by one.
+        """
+        assert self._conn is not None
+        conn, before = self._conn, len(self._entries)
+        try:
+            conn.execute("BEGIN")  # one snapshot for the rows and their count
+            try:
+                count = None
+                if self._counted:
+                    found = conn.execute("SELECT value FROM meta WHERE key = 'events'").fetchone()
+                    count = None if found is None else found[0]
+                joined = self._joined(before)
+                rows = self._rows(before) if joined is None else []
+            finally:
+                conn.execute("COMMIT")
+        except _ERRORS as exc:
+            raise self._error(exc) from None
+        if joined is not None:
+            try:
+                self._load_objects(iter_lines(joined), lambda i: before + i)
+            except RecordError:
+                self._load_rows(self._rows(len(self._entries)))  # raises naming the row
+                raise
+        else:
+            self._load_rows(rows)
+        if self._counted and (type(count) is not int or count > len(self._entries)):
+            raise RecordError(
+                f"the database holds {len(self._entries)} events but counted {count!r}: "
+                "rows were lost",
+                path=self.file,
+            )
+        if not self._readonly:
+            self._count = count if type(count) is int else None
+        return len(self._entries) - before
+
+    def _joined(self, first: int) -> bytes | None:
+        """Rows `first`... as newline-terminated lines, or `None` if they cannot be so read."""
+        assert self._conn is not None
+        try:
+            rows, low, high, joined = self._conn.execute(
+                "SELECT count(*), min(seq), max(seq), CAST(group_concat(body, char(10)) AS BLOB) "
+                "FROM (SELECT seq, body FROM events WHERE seq >= ? ORDER BY seq)",
+                (first,),
+            ).fetchone()
+        except sqlite3.DataError:  # more than SQLite's largest string
+            return None
+        if not rows:
+            return b""
+        if low != first or high - low + 1 != rows or type(joined) is not bytes:
+            return None
+        if joined.count(b"\n") != rows - 1:
+            return None  # a NULL body (left out of the join), or a body holding a newline
+        return joined + b"\n"
+
+    def _rows(self, first: int) -> list[tuple[int, object]]:
+        assert self._conn is not None
+        try:
+            return self._conn.execute(
+                "SELECT seq, CAST(body AS BLOB) FROM events WHERE seq >= ? ORDER BY seq",
+                (first,),
+            ).fetchall()
+        except _ERRORS as exc:
+            raise self._error(exc) from None
+
+    def _load_rows(self, rows: list[tuple[int, object]]) -> None:
+        bodies = []
+        for seq, body in rows:
+            if type(body) is not bytes:
+                raise RecordError("the row has no body", path=self.file, line=seq)
+            bodies.append(body)
+        self._load_objects(iter_rows(bodies), lambda i: rows[i][0])
+
+    def _check_lock(self) -> None:
+        """Raise `RecordError` if the writer lock file was removed or replaced under us."""
+        try:
+            now = identity(os.stat(self._lock_path))
+        except FileNotFoundError:
+            now = None
+        if now != self._lock_identity:
+            raise RecordError(
+                "the writer lock file was deleted or replaced while this writer held it: "
+                "another writer may be appending, so this one stops; reopen the record",
+                path=self.file,
+            )
+
+    def _persist(self, entry: Entry, *, durable: bool) -> None:
+        assert self._conn is not None
+        body = encode_body(entry).decode("utf-8")
+        try:
+            if self._batching:
+                self._insert_in_batch(entry, body)
+                return
+            self._check_lock()
+            durable = durable and self._fsync == "every_boundary"
+            if durable:
+                self._set_sync(durable=True)
+            try:
+                self._transaction(entry, body, count=durable)
+            finally:
+                if durable:
+                    self._set_sync(durable=False)
+        except sqlite3.IntegrityError:
+            raise RecordError(
+                f"row {entry.seq} already exists: something else appended to this record",
+                path=self.file,
+                line=entry.seq,
+            ) from None
+        except _ERRORS as exc:
+            raise RecordError(f"cannot append: {exc}", path=self.file, line=entry.seq) from None
+        self._check_identity()
+
+    def _transaction(self, entry: Entry, body: str, *, count: bool) -> None:
+        """Insert one entry in its own transaction (with the row count, if `count`)."""
+        assert self._conn is not None
+        conn = self._conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute("INSERT INTO events (seq, body) VALUES (?, ?)", (entry.seq, body))
+            self._on_append(entry)
+            if count:
+                conn.execute("UPDATE meta SET value = ? WHERE key = 'events'", (entry.seq + 1,))
+                self._count = entry.seq + 1
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+
+    def _insert_in_batch(self, entry: Entry, body: str) -> None:
+        """Insert one entry into the batch's transaction; a failure takes back only this one."""
+        assert self._conn is not None
+        conn = self._conn
+        if not conn.in_transaction:
+            self._check_lock()
+            conn.execute("BEGIN IMMEDIATE")
+        conn.execute("SAVEPOINT entry")
+        try:
+            conn.execute("INSERT INTO events (seq, body) VALUES (?, ?)", (entry.seq, body))
+            self._on_append(entry)
+        except BaseException:
+            conn.execute("ROLLBACK TO entry")
+            raise
+        finally:
+            conn.execute("RELEASE entry")
+
+    def _commit_batch(self, *, durable: bool) -> None:
+        """Commit the batch's transaction with the row count, synced if `durable`.
+
+        The safety level cannot change inside a transaction, and the batch began before it
+        knew it would hold a durable event: the write-ahead log is synced after the commit
+        instead, which is what `synchronous=FULL` would have done.
+        """
+        assert self._conn is not None
+        conn = self._conn
+        if not conn.in_transaction:
+            return
+        try:
+            conn.execute("UPDATE meta SET value = ? WHERE key = 'events'", (len(self._entries),))
+            conn.execute("COMMIT")
+            if durable and self._fsync == "every_boundary":
+                fd = os.open(f"{self.file}-wal", os.O_RDONLY)
+                try:
+                    sync(fd)
+                finally:
+                    os.close(fd)
+        except (*_ERRORS, OSError) as exc:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise RecordError(f"cannot commit: {exc}", path=self.file) from None
+        self._count = len(self._entries)
+        self._check_identity()
+
+    def _close(self) -> None:
+        if self._conn is not None:
+            conn, self._conn = self._conn, None
+            lagging = self._count is not None and self._count < len(self._entries)
+            if not self._readonly and self._broken is None and lagging:
+                try:  # the count only ever lags behind the rows; a failure leaves it so
+                    conn.execute(
+                        "UPDATE meta SET value = ? WHERE key = 'events'", (len(self._entries),)
+                    )
+                except _ERRORS as exc:
+                    logger.warning("%s: the row count stays behind: %s", self.file, exc)
+            conn.close()
+        if self._lock_fd is not None:
+            fd, self._lock_fd = self._lock_fd, None
+            os.close(fd)
