@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from steerable_compaction import Message, resolve_compaction_policy
+from steerable_compaction import Message, TextPart, resolve_compaction_policy
 from steerable_compaction.compaction import (
     INCREMENTAL_INSTRUCTION,
     MERGE_INSTRUCTION,
@@ -328,3 +328,67 @@ async def test_a_summary_carries_retained_facts_and_names_its_seqs() -> None:
     assert again.recover() is not None
     assert crashed.messages() == record.messages()[: len(crashed.messages())]
     assert crashed.entries[-1].event == boundary
+
+
+PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 64
+
+
+def screenshot_session(**options: object) -> tuple[SummaryRequest, list[Message]]:
+    """A screenshot goal, pasted screenshots, parallel screenshot results, until a summary.
+
+    Returns the first summary request and the request sent just before it.
+    """
+    import json
+
+    from steerable_compaction import Compactor, ImagePart, ToolCall
+
+    def shot(tag: str) -> ImagePart:
+        return ImagePart(media_type="image/png", data=PNG + tag.encode())
+
+    seen: list[SummaryRequest] = []
+
+    def summarize(request: SummaryRequest) -> str:
+        seen.append(request)
+        return "## Current Work\nlooking at screenshots"
+
+    compactor = Compactor(policy(keep_user_messages_ratio=0.2), summarizer=summarize, **options)  # type: ignore[arg-type]
+    messages = [
+        Message.system("s"),
+        Message.user([TextPart(text="Fix the dashboard like this:"), shot("goal")]),
+    ]
+    sent: list[list[Message]] = []
+    for i in range(30):
+        messages = compactor.prepare(messages)
+        sent.append(list(messages))
+        if seen:
+            return seen[0], sent[-2]
+        if i % 5 == 4:
+            messages.append(Message.user([TextPart(text=f"now this {i}"), shot(f"u{i}")]))
+        calls = [
+            ToolCall(id=f"c{i}_{k}", name="screenshot", arguments=json.dumps({"k": k}))
+            for k in range(2)
+        ]
+        messages.append(Message.assistant(None, calls))
+        for k in range(2):
+            result = (TextPart(text=body(300, f"screen {i}.{k} ")), shot(f"{i}.{k}"))
+            messages.append(Message.tool(f"c{i}_{k}", result))
+    raise AssertionError("the session never summarized")
+
+
+def test_images_in_the_warm_prefix_replay_byte_for_byte_by_default() -> None:
+    """The summary request replays exactly what the last request sent, images included.
+
+    A screenshot goal, pasted screenshots kept by the summary, parallel screenshot results
+    (R24, R28): by default the summarizer is the turn model, which saw them.
+    """
+    request, previous = screenshot_session()
+    replay = list(request.messages[:-1])
+    assert replay and replay == previous[: len(replay)]
+    assert any(m.images for m in replay)
+
+
+def test_a_text_only_summarizer_gets_no_image_bytes() -> None:
+    """R28: with `replay_images=False` every image in the replay is a text pointer."""
+    request, _ = screenshot_session(replay_images=False)
+    assert not any(m.images for m in request.messages)
+    assert any("[image offloaded: " in m.text for m in request.messages)

@@ -92,7 +92,9 @@ class Compactor:
     `summarizer` may be sync or async; it gets a `SummaryRequest` (send `request.messages` to
     your model, ideally the turn model itself, with no new cache breakpoint) and returns the
     summary text. Without one, or when `env` (default `os.environ`) switches it off (R6), the
-    deterministic excerpt summary is used.
+    deterministic excerpt summary is used. The replay carries images as your requests did (the
+    turn model saw them, and a pointer would break the cached prefix, R28); pass
+    `replay_images=False` when the summarizer is a different, text-only model.
     """
 
     def __init__(
@@ -103,7 +105,7 @@ class Compactor:
         summarizer: AnySummarizer | None = None,
         model: str | None = None,
         meter: TokenMeter | None = None,
-        replay_images: bool = False,
+        replay_images: bool = True,
         summarizer_timeout: float | None = 300.0,
         env: Mapping[str, str] | None = None,
     ) -> None:

@@ -136,8 +136,10 @@ class CompactionHooks:
 
     `summarizer` answers `SummaryRequest`s (usually the turn model through a provider); without
     one, or with `policy.summarizer_enabled` false, the deterministic excerpt summary is used.
-    `replay_images=True` says the summarizer is the turn model itself, which saw the images
-    already (R28). `state` starts the engine from a given `EngineState` (default: a fresh one).
+    `replay_images` (default) says the summarizer is the turn model itself, which saw the
+    images already, so the replay carries them byte for byte (R28); `False` for a text-only
+    summarizer, which gets text pointers instead. `state` starts the engine from a given
+    `EngineState` (default: a fresh one).
 
     Construction does no I/O. `recover()` closes brackets an interrupted run left open (R38); the
     shells call it when they open a record, and the first hook call runs it if nobody did.
@@ -151,7 +153,7 @@ class CompactionHooks:
         summarizer: Summarizer | None = None,
         meter: TokenMeter | None = None,
         model: str | None = None,
-        replay_images: bool = False,
+        replay_images: bool = True,
         summarizer_timeout: float | None = 300.0,
         state: EngineState | None = None,
     ) -> None:
