@@ -257,6 +257,8 @@ async def test_r6_summarizer_disabled_by_policy_uses_the_excerpt() -> None:
         (FakeSummarizer(error=ProviderError("boom", provider="fake", status_code=500)), "boom"),
         (FakeSummarizer(reply="   "), "empty summary"),
         (FakeSummarizer(reply=body(20_000)), "does not shrink"),
+        (FakeSummarizer(reply=" ".join(["```"] * 256)), "degenerate: it has no words"),
+        (FakeSummarizer(reply="I will read the parser next."), "none of the checkpoint sections"),
         (FakeSummarizer(delay=5), "TimeoutError"),
     ],
 )

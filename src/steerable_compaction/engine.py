@@ -34,6 +34,7 @@ from .compaction.state import (
     micro_due,
     pressure_gate,
 )
+from .compaction.summary import degenerate_summary
 from .errors import ContextOverflowError, OverflowRetriesExhaustedError
 from .hooks import (
     CompactionOutcome,
@@ -485,6 +486,8 @@ class CompactionHooks:
                     failure = "summarizer returned an empty summary"
                 elif self.meter.estimate(summary_message(text, plan.replaced, kept)) >= room:
                     failure = "summarizer's summary does not shrink the span"
+                elif (flaw := degenerate_summary(text)) is not None:
+                    failure = f"summarizer's summary is degenerate: {flaw}"
                 else:
                     return text, "summarizer", ""
             if plan.fold_enough:
