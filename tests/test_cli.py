@@ -294,7 +294,9 @@ FAILURES = [
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("args", "hide", "message"), FAILURES, ids=lambda v: " ".join(v))
+@pytest.mark.parametrize(
+    ("args", "hide", "message"), FAILURES, ids=[" ".join(f[0]) for f in FAILURES]
+)
 def test_every_cli_failure_is_one_line_and_leaves_nothing_behind(
     tmp_path: Path, args: tuple[str, ...], hide: str, message: str
 ) -> None:
