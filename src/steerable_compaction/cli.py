@@ -335,7 +335,7 @@ def _add_inspect(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     inspect = sub.add_parser(
         "inspect", help="print a record's events, brackets and boundaries as a table"
     )
-    inspect.add_argument("record", help="a JSONL or SQLite record file")
+    inspect.add_argument("record", metavar="RECORD", help="a JSONL or SQLite record file")
     inspect.add_argument(
         "--limit", type=int, default=None, metavar="N", help="show only the last N events"
     )
@@ -345,7 +345,9 @@ def _add_inspect(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     inspect.add_argument(
         "--window", type=int, default=None, metavar="N", help="context window (threshold line)"
     )
-    inspect.add_argument("--model", default=None, help="model name (its window and policy)")
+    inspect.add_argument(
+        "--model", default=None, metavar="M", help="model name (its window and policy)"
+    )
     inspect.set_defaults(func=_cmd_inspect)
 
 
@@ -356,9 +358,14 @@ def _provider_flags(parser: argparse.ArgumentParser) -> None:
         default="demo",
         help="demo: offline scripted agent on a caching fake (default); local: a GGUF in-process",
     )
-    parser.add_argument("--model", default=None, help="model name (local: a GGUF path)")
     parser.add_argument(
-        "--base-url", default=None, help="an OpenAI- or Anthropic-compatible server's URL"
+        "--model", default=None, metavar="M", help="model name (local: a GGUF path)"
+    )
+    parser.add_argument(
+        "--base-url",
+        default=None,
+        metavar="URL",
+        help="an OpenAI- or Anthropic-compatible server's URL",
     )
     parser.add_argument(
         "--window",
@@ -399,8 +406,12 @@ def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--record", required=True, help="the session record (.jsonl, or .db for SQLite)"
     )
     _provider_flags(serve)
-    serve.add_argument("--harness", default=None, help="a harness YAML (default: packaged)")
-    serve.add_argument("--system", default=None, help="system prompt for a new record")
+    serve.add_argument(
+        "--harness", default=None, metavar="FILE", help="a harness YAML (default: packaged)"
+    )
+    serve.add_argument(
+        "--system", default=None, metavar="TEXT", help="system prompt for a new record"
+    )
     serve.add_argument(
         "--tools",
         choices=["demo", "none"],
