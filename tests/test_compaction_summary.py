@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 from hypothesis import given
 
@@ -225,8 +228,19 @@ def test_r22b_the_replay_repairs_broken_pairs_like_the_turn_request() -> None:
 
 # -- degenerate summaries -------------------------------------------------------------------------
 
-# What Gemma 3 270M wrote when asked for a checkpoint on a 4k window (issue 17): empty fences.
+# The report that found them (issue 17): 1,023 characters of empty fences from the local model.
 EMPTY_FENCES = " ".join(["```"] * 256)
+REAL = json.loads(
+    (Path(__file__).parent / "fixtures" / "degenerate_summaries.json").read_text(encoding="utf-8")
+)["outputs"]
+SECTION_LIST = "(" + ", ".join(SECTIONS) + ")"
+
+
+@pytest.mark.parametrize("output", REAL, ids=[f"gemma-{i}" for i in range(len(REAL))])
+def test_what_a_small_model_really_wrote_is_refused(output: dict[str, str]) -> None:
+    """Gemma 3 270M's empty fences and transcript continuations are no checkpoint."""
+    reason = degenerate_summary(output["text"])
+    assert reason in ("it has no words", "it has none of the checkpoint sections " + SECTION_LIST)
 
 
 @pytest.mark.parametrize(
