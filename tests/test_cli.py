@@ -286,6 +286,7 @@ FAILURES = [
     (("inspect", "missing.jsonl"), "", "missing.jsonl: no such record"),
     (("inspect", "random.db"), "", "random.db: neither an SQLite database nor a JSONL record"),
     (("inspect", "r.jsonl", "--chart", "no/such/x.png"), "", "no such directory 'no/such'"),
+    (("inspect", "r.jsonl", "--chart", "."), "", "--chart .: is a directory, not a file"),
     (("serve", "--record", "no/such/x.jsonl"), "", "no such directory 'no/such'"),
     (("serve", "--record", "new.db", "--window", "10"), "", "max_context_tokens=10"),
     (("serve", "--record", "new.jsonl", "--provider", "local"), "llama_cpp", "llama-cpp-python"),
@@ -325,7 +326,7 @@ def test_a_second_writer_is_told_in_cli_terms_and_the_record_is_untouched(tmp_pa
         done = run_cli(tmp_path, "serve", "--record", str(path))
     assert done.returncode == 1 and "Traceback" not in done.stderr
     (line,) = done.stderr.strip().splitlines()
-    assert "another process is writing this record (one writer at a time)" in line
+    assert "another writer holds this record (one at a time): stop it first" in line
     assert "readonly=True" not in line
     assert path.read_bytes() == before
     assert files_under(tmp_path) == {"held.jsonl"}

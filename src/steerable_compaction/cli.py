@@ -299,8 +299,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
             record = open_record(path)
         except RecordLockedError:
             raise CliError(
-                f"--record {path}: another process is writing this record (one writer at a "
-                "time); stop it first, or read the record with `steerable-compaction inspect`"
+                f"--record {path}: another writer holds this record (one at a time): stop it "
+                "first, or read the record with `steerable-compaction inspect`"
             ) from None
         try:
             session = Session(

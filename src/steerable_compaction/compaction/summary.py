@@ -319,11 +319,10 @@ def _repetition(text: str) -> str | None:
     data = text.encode("utf-8")
     if len(data) >= 256 and (ratio := len(zlib.compress(data, 9)) / len(data)) < _LOOP_RATIO:
         return f"the same text loops: it compresses to {ratio:.1%} of its size"
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    if lines:
-        line, count = Counter(lines).most_common(1)[0]
-        if count >= 4 and count * 2 >= len(lines):
-            return f"{count} of its {len(lines)} lines read {_clip(line, 40)!r}"
+    lines = [line.strip() for line in text.splitlines() if line.strip()]  # never empty: words
+    line, count = Counter(lines).most_common(1)[0]
+    if count >= 4 and count * 2 >= len(lines):
+        return f"{count} of its {len(lines)} lines read {_clip(line, 40)!r}"
     words = [w.lower() for w in _WORD.findall(text)]
     if len(words) >= 8:
         word, count = Counter(words).most_common(1)[0]
