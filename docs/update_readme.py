@@ -5,20 +5,18 @@ Run from anywhere, in the project's virtualenv (`pip install -e '.[dev]'`):
     python docs/update_readme.py                  # re-run the commands, rewrite the blocks
     python docs/update_readme.py --check          # re-run them; exit 1 naming stale blocks
     python docs/update_readme.py --only demo,cli-synopsis
-    python docs/update_readme.py --measure tests  # also re-time something (see MEASURES)
 
 A generated block sits between `<!-- generated: NAME -->` and `<!-- end: NAME -->`; edit the
 prose around it, never inside. Output (demo, inspect, eval tables, the sidecar transcript, the
 CLI synopsis) is re-run on every call; it is deterministic, so `--check` compares it exactly.
-Durations vary from run to run: `--measure NAME` re-times one and stores it with its date in
-`docs/measurements.json`, from which the blocks are rendered (and checked) without re-timing.
+Durations vary from run to run: `python docs/measure.py NAME` re-times one and stores it with
+its date in `docs/measurements.json`, from which the blocks are rendered (and checked).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import datetime
 import difflib
 import functools
 import json
@@ -29,7 +27,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -38,7 +35,6 @@ ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 MEASUREMENTS = DOCS / "measurements.json"
 FILES = (ROOT / "README.md", *sorted(DOCS.glob("*.md")))
-TEST_COMMAND = "python -m pytest --cov=steerable_compaction --cov-branch --cov-fail-under=95"
 _BLOCK = re.compile(
     r"(?P<head><!-- generated: (?P<name>[\w-]+) -->\n)(?P<body>.*?)"
     r"(?P<tail><!-- end: (?P=name) -->)",
@@ -411,10 +407,10 @@ def block_durations(runs: Runs) -> str:
 
 
 def block_local_cache(runs: Runs) -> str:
-    """The last `benchmarks/real_cache.py` run (a real model: re-run with --measure local)."""
+    """The last `benchmarks/real_cache.py` run (a real model: `python docs/measure.py local`)."""
     local = _load_measurements().get("local")
     if not local:
-        return "(not measured yet: `python docs/update_readme.py --measure local`)\n"
+        return "(not measured yet: `python docs/measure.py local`)\n"
     return fence("$ python benchmarks/real_cache.py\n" + local["output"]) + (
         f"\n(measured {local['measured']} on {local['machine']})\n"
     )
@@ -432,125 +428,6 @@ BLOCKS: dict[str, Callable[[Runs], str]] = {
     "local-cache": block_local_cache,
 }
 CHEAP = ("demo", "demo-inspect", "cli-synopsis", "sidecar", "durations", "local-cache")
-
-
-# -- measuring --------------------------------------------------------------------------------
-
-
-def _machine() -> str:
-    return f"{os.cpu_count()} cores, Python {sys.version_info.major}.{sys.version_info.minor}"
-
-
-def _clone(into: Path) -> Path:
-    """A clean clone of this checkout's HEAD, with the working tree's uncommitted changes."""
-    target = into / "clone"
-    subprocess.run(["git", "clone", "--quiet", str(ROOT), str(target)], check=True)
-    diff = subprocess.run(["git", "diff", "HEAD"], cwd=ROOT, capture_output=True, check=True)
-    if diff.stdout:
-        subprocess.run(["git", "apply"], cwd=target, input=diff.stdout, check=True)
-    return target
-
-
-def measure_tests() -> dict[str, Any]:
-    """The README's test command in a clean clone with a fresh `pip install -e '.[dev]'`."""
-    with tempfile.TemporaryDirectory() as tmp:
-        clone = _clone(Path(tmp))
-        subprocess.run([sys.executable, "-m", "venv", ".venv"], cwd=clone, check=True)
-        bin_ = clone / ".venv" / "bin"
-        subprocess.run([bin_ / "pip", "install", "--quiet", "-e", ".[dev]"], cwd=clone, check=True)
-        start = time.monotonic()
-        done = subprocess.run(
-            [bin_ / "python", *shlex.split(TEST_COMMAND)[1:], "-q"],
-            cwd=clone,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        seconds = time.monotonic() - start
-    found = re.search(r"(\d+) passed(?:, (\d+) skipped)?", done.stdout)
-    if done.returncode != 0 or found is None:
-        raise SystemExit(f"the tests failed:\n{done.stdout[-3000:]}")
-    return {"seconds": round(seconds), "passed": int(found[1]), "skipped": int(found[2] or 0)}
-
-
-def measure_first_command() -> dict[str, Any]:
-    """A fresh clone and virtualenv: `pip install -e .`, then `steerable-compaction demo`."""
-    with tempfile.TemporaryDirectory() as tmp:
-        clone = _clone(Path(tmp))
-        subprocess.run([sys.executable, "-m", "venv", ".venv"], cwd=clone, check=True)
-        bin_ = clone / ".venv" / "bin"
-        env = {**os.environ, "PIP_NO_CACHE_DIR": "1"}
-        start = time.monotonic()
-        subprocess.run(
-            [bin_ / "pip", "install", "--quiet", "-e", "."], cwd=clone, env=env, check=True
-        )
-        install = time.monotonic() - start
-        start = time.monotonic()
-        out = subprocess.run(
-            [bin_ / "steerable-compaction", "demo"],
-            cwd=clone,
-            check=True,
-            capture_output=True,
-            text=True,
-        ).stdout
-        demo = time.monotonic() - start
-        if "compaction before round" not in out:
-            raise SystemExit(f"the first command printed no compaction:\n{out}")
-    return {"install": round(install), "demo": round(demo, 1)}
-
-
-def measure_ci() -> dict[str, Any]:
-    """`CI=true .ci/run` in a clean clone, without pip's cache (so llama.cpp is compiled)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        clone = _clone(Path(tmp))
-        start = time.monotonic()
-        done = subprocess.run(
-            [str(clone / ".ci" / "run")],
-            cwd=clone,
-            env={**os.environ, "CI": "true", "PIP_NO_CACHE_DIR": "1"},
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        seconds = time.monotonic() - start
-    if done.returncode != 0:
-        raise SystemExit(f".ci/run failed:\n{done.stderr[-3000:]}\n{done.stdout[-3000:]}")
-    steps = {m[1]: int(m[2]) for m in re.finditer(r"ci: step (.+) took (\d+) s", done.stderr)}
-    return {"seconds": round(seconds), "steps": steps}
-
-
-def measure_local() -> dict[str, Any]:
-    """`benchmarks/real_cache.py` on the local model (needs the `local` extra)."""
-    done = subprocess.run(
-        [sys.executable, "benchmarks/real_cache.py"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise SystemExit(f"benchmarks/real_cache.py failed:\n{done.stderr[-3000:]}")
-    return {"output": done.stdout.strip()}
-
-
-MEASURES: dict[str, Callable[[], dict[str, Any]]] = {
-    "tests": measure_tests,
-    "first-command": measure_first_command,
-    "ci": measure_ci,
-    "local": measure_local,
-}
-
-
-def measure(names: Sequence[str]) -> None:
-    """Re-time `names` and store them in `docs/measurements.json`."""
-    data = _load_measurements()
-    for name in names:
-        print(f"measuring {name} …", file=sys.stderr)
-        value = MEASURES[name]()
-        value["measured"] = datetime.date.today().isoformat()
-        value["machine"] = _machine()
-        data[name] = value
-    MEASUREMENTS.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
 # -- rewriting ----------------------------------------------------------------------------------
@@ -591,38 +468,37 @@ def generate(names: Sequence[str]) -> dict[str, str]:
         return out
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Regenerate (or check) the generated blocks; see the module docstring."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--check", action="store_true", help="fail if any block is stale")
-    parser.add_argument("--only", default="", help="comma-separated block names")
-    parser.add_argument(
-        "--measure", default="", help=f"re-time first: comma-separated, of {', '.join(MEASURES)}"
-    )
-    args = parser.parse_args(argv)
-    wanted = [n for n in args.only.split(",") if n] or list(BLOCKS)
-    unknown = [n for n in wanted if n not in BLOCKS]
-    unknown += [n for n in args.measure.split(",") if n and n not in MEASURES]
-    if unknown:
-        parser.error(f"unknown: {', '.join(unknown)}")
-    if args.measure:
-        measure([n for n in args.measure.split(",") if n])
-    texts = {path: path.read_text(encoding="utf-8") for path in FILES if path.exists()}
-    used = {n for text in texts.values() for n in blocks_in(text)}
-    fresh = generate([n for n in wanted if n in used])
+def _rewrite(texts: dict[Path, str], fresh: dict[str, str], *, check: bool) -> list[Path]:
+    """Write each text whose blocks changed (or, with `check`, print its diff); those paths."""
     stale = []
     for path, text in texts.items():
         new = render(text, fresh)
         if new == text:
             continue
         stale.append(path)
-        if args.check:
-            diff = difflib.unified_diff(
+        if check:
+            lines = difflib.unified_diff(
                 text.splitlines(), new.splitlines(), str(path), "regenerated", lineterm="", n=1
             )
-            print("\n".join(list(diff)[:40]), file=sys.stderr)
+            print("\n".join(list(lines)[:40]), file=sys.stderr)
         else:
             path.write_text(new, encoding="utf-8")
+    return stale
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Regenerate (or check) the generated blocks; see the module docstring."""
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--check", action="store_true", help="fail if any block is stale")
+    parser.add_argument("--only", default="", help="comma-separated block names")
+    args = parser.parse_args(argv)
+    wanted = [n for n in args.only.split(",") if n] or list(BLOCKS)
+    unknown = sorted(set(wanted) - set(BLOCKS))
+    if unknown:
+        parser.error(f"unknown block: {', '.join(unknown)}; known: {', '.join(BLOCKS)}")
+    texts = {path: path.read_text(encoding="utf-8") for path in FILES}
+    used = {n for text in texts.values() for n in blocks_in(text)}
+    stale = _rewrite(texts, generate([n for n in wanted if n in used]), check=args.check)
     names = ", ".join(str(p.relative_to(ROOT)) for p in stale)
     if args.check and stale:
         print(f"stale: {names}; run `python docs/update_readme.py`", file=sys.stderr)

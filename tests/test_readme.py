@@ -16,16 +16,18 @@ README = ROOT / "README.md"
 DOCS = sorted((ROOT / "docs").glob("*.md"))
 
 
-def update_readme() -> ModuleType:
-    """`docs/update_readme.py`, imported as a module."""
-    spec = importlib.util.spec_from_file_location(
-        "update_readme", ROOT / "docs" / "update_readme.py"
-    )
+def docs_script(name: str) -> ModuleType:
+    """`docs/NAME.py`, imported as a module."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "docs" / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("update_readme", module)
+    sys.modules.setdefault(name, module)
     spec.loader.exec_module(module)
     return module
+
+
+def update_readme() -> ModuleType:
+    return docs_script("update_readme")
 
 
 def python_blocks(path: Path) -> list[str]:
@@ -76,7 +78,7 @@ def test_the_first_command_runs_the_demo_and_the_test_command_is_cis() -> None:
     assert first.group(1).splitlines()[-1] == "pip install -e . && steerable-compaction demo"
     install, command = tests.group(1).splitlines()
     assert install == "pip install -e '.[dev]'"
-    assert command == update_readme().TEST_COMMAND
+    assert command == docs_script("measure").TEST_COMMAND
     assert command in ci.splitlines()
     assert "EXTRAS=(dev local)" in ci and "python docs/update_readme.py --check" in ci
 
