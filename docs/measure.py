@@ -4,6 +4,7 @@
     python docs/measure.py first-command    # fresh clone + venv: the README's first command
     python docs/measure.py ci               # CI=true .ci/run in a clean clone, no pip cache
     python docs/measure.py local            # benchmarks/real_cache.py (needs the local extra)
+    python docs/measure.py eval             # steerable-compaction eval, the whole suite
 
 Then `python docs/update_readme.py` renders the stored figures into the generated blocks. A
 clone is of this checkout's HEAD plus its uncommitted changes (not its untracked files).
@@ -126,7 +127,20 @@ def measure_local() -> dict[str, Any]:
     return {"output": done.stdout.strip()}
 
 
+def measure_eval() -> dict[str, Any]:
+    """`steerable-compaction eval`: every arm on every task, as the README shows it."""
+    with tempfile.TemporaryDirectory() as tmp:
+        start = time.monotonic()
+        subprocess.run(
+            [sys.executable, "-m", "steerable_compaction", "eval", "--out", tmp],
+            capture_output=True,
+            check=True,
+        )
+        return {"seconds": round(time.monotonic() - start)}
+
+
 MEASURES: dict[str, Callable[[], dict[str, Any]]] = {
+    "eval": measure_eval,
     "tests": measure_tests,
     "first-command": measure_first_command,
     "ci": measure_ci,

@@ -382,9 +382,9 @@ def _minutes(seconds: float) -> str:
 
 
 def block_durations(runs: Runs) -> str:
-    """How long the first command, the tests and CI took when last measured."""
+    """How long the first command, the tests, CI and `eval` took when last measured."""
     m = _load_measurements()
-    first, tests, ci = m.get("first-command"), m.get("tests"), m.get("ci")
+    first, tests, ci, suite = (m.get(k) for k in ("first-command", "tests", "ci", "eval"))
     parts = []
     if first:
         parts.append(
@@ -401,7 +401,9 @@ def block_durations(runs: Runs) -> str:
             f"`.ci/run` took {_minutes(ci['seconds'])}, "
             f"{_minutes(ci['steps'].get('install .[local]', 0))} of it compiling llama.cpp."
         )
-    machine = {v.get("machine") for v in (first, tests, ci) if v}
+    if suite:
+        parts.append(f"`steerable-compaction eval` took {_minutes(suite['seconds'])}.")
+    machine = {v.get("machine") for v in (first, tests, ci, suite) if v}
     where = f" (measured on {', '.join(sorted(str(x) for x in machine))})" if machine else ""
     return (" ".join(parts) or "(not measured yet: see docs/development.md)") + where + "\n"
 
