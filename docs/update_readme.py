@@ -403,9 +403,15 @@ def block_durations(runs: Runs) -> str:
         )
     if suite:
         parts.append(f"`steerable-compaction eval` took {_minutes(suite['seconds'])}.")
-    machine = {v.get("machine") for v in (first, tests, ci, suite) if v}
-    where = f" (measured on {', '.join(sorted(str(x) for x in machine))})" if machine else ""
-    return (" ".join(parts) or "(not measured yet: see docs/development.md)") + where + "\n"
+    measured = [v for v in (first, tests, ci, suite) if v]
+    if not measured:
+        return "(not measured yet: see docs/development.md)\n"
+    machines = sorted({str(v["machine"]) for v in measured})
+    dates = sorted({str(v["measured"]) for v in measured})
+    parts.append(
+        f"Measured on {' and '.join(machines)}, {' to '.join(dates[:: len(dates) - 1 or 1])}."
+    )
+    return " ".join(parts) + "\n"
 
 
 def block_local_cache(runs: Runs) -> str:
