@@ -41,7 +41,9 @@ async def main() -> None:
         turns = [c for c in agent.calls if c not in agent.summary_calls]
         print(f"session: {len(turns)} model requests in {session_seconds:.1f} s, n_ctx {N_CTX}")
         for c in record.compactions():
-            print(f"  compaction {c.trigger}/{c.action}: {c.pre_tokens:,} -> {c.post_tokens:,}")
+            # A bracket left open (its summary refused, a fold written instead) has no post.
+            post = "unclosed" if c.post_tokens is None else f"{c.post_tokens:,}"
+            print(f"  compaction {c.trigger}/{c.action}: {c.pre_tokens:,} -> {post}")
         print(
             f"\n{'request':<28} {'prompt':>7} {'reused':>7} {'share':>6} "
             f"{'prompt eval':>12} {'wall':>7}"

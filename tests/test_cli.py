@@ -53,10 +53,12 @@ def test_inspect_prints_events_compactions_and_flags_unclosed_brackets(
     lines = out.splitlines()
     header = next(i for i, line in enumerate(lines) if line.startswith("id "))
     rows = [line.split() for line in lines[header + 1 : header + 4]]
-    assert rows[0][:7] == ["-", "fold", "compact", "pressure", "900", "700", "1"]
+    assert lines[header].split()[:3] == ["id", "bracket", "action"]
+    assert rows[0][:7] == ["-", "none", "compact", "pressure", "900", "700", "1"]
     assert rows[1][:7] == ["k1", "closed", "summarize", "pressure", "1,200", "400", "4"]
     assert rows[1][-1] == "9/10/11"
     assert rows[2][:2] == ["k2", "UNCLOSED"]
+    assert "`compact` is a fold: a boundary alone, no LLM call" in out
     assert "warning: bracket k2 is unclosed (without a summary); its span stays visible" in out
 
 
@@ -236,3 +238,142 @@ def test_inspect_shows_reminders(tmp_path: Path, capsys: pytest.CaptureFixture[s
         record.append(Reminder(reason="compaction_thrashing", message=Message.user("slow down")))
     assert main(["inspect", str(path)]) == 0
     assert "reminder  compaction_thrashing: 'slow down'" in capsys.readouterr().out
+
+
+# -- every failure: one line, a non-zero status, no traceback, nothing left behind ---------------
+
+# Runs the CLI with some modules hidden, as if their extra were not installed.
+WITHOUT = (
+    "import sys\n"
+    "for name in sys.argv[1].split(','):\n"
+    "    sys.modules[name] = None\n"
+    "from steerable_compaction.cli import main\n"
+    "sys.exit(main(sys.argv[2:]))\n"
+)
+
+
+def run_cli(
+    cwd: Path, *args: str, hide: str = "", env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """The CLI as a subprocess in `cwd` (stdin closed), with `hide` modules missing."""
+    import os
+
+    environ = {k: v for k, v in os.environ.items() if not k.endswith(("_API_KEY", "_AUTH_TOKEN"))}
+    return subprocess.run(
+        [sys.executable, "-c", WITHOUT, hide, *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        env={**environ, **(env or {})},
+        check=False,
+    )
+
+
+def files_under(path: Path) -> set[str]:
+    return {str(p.relative_to(path)) for p in path.rglob("*")}
+
+
+FAILURES = [
+    (("demo", "--provider", "local", "--no-chart"), "llama_cpp", "needs llama-cpp-python"),
+    (("demo", "--window", "10", "--no-chart"), "", "max_context_tokens=10 is not allowed"),
+    (
+        ("demo", "--provider", "openai", "--model", "gpt-4o-mini"),
+        "",
+        "needs an API key: export OPENAI_API_KEY=...",
+    ),
+    (("inspect", "."), "", "is a directory, not a record file"),
+    (("inspect", "missing.jsonl"), "", "missing.jsonl: no such record"),
+    (("inspect", "random.db"), "", "random.db: neither an SQLite database nor a JSONL record"),
+    (("inspect", "r.jsonl", "--chart", "no/such/x.png"), "", "no such directory 'no/such'"),
+    (("inspect", "r.jsonl", "--chart", "."), "", "--chart .: is a directory, not a file"),
+    (("serve", "--record", "no/such/x.jsonl"), "", "no such directory 'no/such'"),
+    (("serve", "--record", "new.db", "--window", "10"), "", "max_context_tokens=10"),
+    (("serve", "--record", "new.jsonl", "--provider", "local"), "llama_cpp", "llama-cpp-python"),
+    (("eval", "--harness", "missing.yaml"), "", "--harness missing.yaml"),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("args", "hide", "message"), FAILURES, ids=[" ".join(f[0]) for f in FAILURES]
+)
+def test_every_cli_failure_is_one_line_and_leaves_nothing_behind(
+    tmp_path: Path, args: tuple[str, ...], hide: str, message: str
+) -> None:
+    """Exit status 1 or 2, one line on stderr naming the problem, no traceback, no new file."""
+    (tmp_path / "random.db").write_bytes(bytes(range(256)) * 4)
+    with JsonlRecord(tmp_path / "r.jsonl") as record:
+        record.append_message(Message.user("hi"))
+    before = files_under(tmp_path)
+    done = run_cli(tmp_path, *args, hide=hide)
+    assert done.returncode in (1, 2), done.stderr
+    assert "Traceback" not in done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], done.stderr
+    assert lines[0].startswith("steerable-compaction")
+    assert done.stdout == ""
+    assert files_under(tmp_path) == before
+
+
+@pytest.mark.slow
+def test_a_second_writer_is_told_in_cli_terms_and_the_record_is_untouched(tmp_path: Path) -> None:
+    """`serve` on a record another process writes says so in one line, without Python advice."""
+    path = tmp_path / "held.jsonl"
+    with JsonlRecord(path) as held:  # this process holds the writer lock
+        held.append_message(Message.user("hi"))
+        before = path.read_bytes()
+        done = run_cli(tmp_path, "serve", "--record", str(path))
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert "another writer holds this record (one at a time): stop it first" in line
+    assert "readonly=True" not in line
+    assert path.read_bytes() == before
+    assert files_under(tmp_path) == {"held.jsonl"}
+
+
+def test_os_errors_are_one_line_with_the_file_they_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An operating-system failure (here `--dir` naming a file) is reported, not raised."""
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    assert main(["demo", "--dir", str(blocker / "sub"), "--no-chart"]) == 1
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("steerable-compaction: error: ") and str(blocker) in line
+
+
+@pytest.mark.slow
+def test_only_eval_imports_the_simulator(tmp_path: Path) -> None:
+    """`inspect`, `--help` and the other commands never load `steerable_compaction.sim`."""
+    with JsonlRecord(tmp_path / "r.jsonl") as record:
+        record.append_message(Message.user("hi"))
+    probe = (
+        "import sys, contextlib, io\n"
+        "from steerable_compaction.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
+        "    main(['--help'])\n"
+        "main(['inspect', 'r.jsonl'])\n"
+        "print('steerable_compaction.sim' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, check=True
+    )
+    assert done.stdout.strip().endswith("False")
+
+
+def test_eval_is_listed_with_the_same_help_without_the_simulator(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The light parser lists `eval` as the full one does; `eval` itself gets its real flags."""
+    from steerable_compaction.cli import build_parser
+
+    def eval_help(parser: argparse.ArgumentParser) -> str | None:
+        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        return next(c.help for c in sub._choices_actions if c.dest == "eval")
+
+    assert eval_help(build_parser(full_eval=False)) == eval_help(build_parser())
+    with pytest.raises(SystemExit) as info:
+        main(["eval", "--help"])
+    assert info.value.code == 0
+    assert "--harness FILE" in capsys.readouterr().out

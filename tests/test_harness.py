@@ -85,7 +85,7 @@ async def test_the_summarizer_is_the_turn_provider_with_the_sessions_tools() -> 
     provider = Queue(Message.assistant("## Primary Request\nx"))
     h = load_harness(provider=provider, record=MemoryRecord(), model="gpt-4o", tools=TOOLS, env={})
     assert h.compaction is not None
-    summarize = h.compaction._summarizer
+    summarize = h.compaction.summarizer
     assert summarize is not None
     request = SummaryRequest(messages=(Message.user("a"), Message.user("summarize")), span=(0, 1))
     assert await summarize(request) == "## Primary Request\nx"

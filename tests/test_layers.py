@@ -39,7 +39,9 @@ LAYERS = (
     Layer(name="record/tokens/policy", rank=1, prefixes=("record", "tokens", "policy")),
     Layer(name="planning", rank=2, prefixes=("compaction",), pure=True),
     Layer(name="recall", rank=3, prefixes=("recall",)),  # search over the record, for engine/loop
-    Layer(name="engine", rank=4, prefixes=("engine", "writer", "hooks", "retry", "spill")),
+    Layer(
+        name="engine", rank=4, prefixes=("engine", "summaries", "writer", "hooks", "retry", "spill")
+    ),
     Layer(
         name="loop/providers/compactor",
         rank=5,

@@ -17,7 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from steerable_compaction import ContextOverflowError, Message, resolve_compaction_policy
+from steerable_compaction import (
+    ContextOverflowError,
+    Message,
+    ProviderError,
+    resolve_compaction_policy,
+)
+from steerable_compaction.compaction.summary import degenerate_summary
 from steerable_compaction.engine import CompactionHooks
 from steerable_compaction.loop import CoreLoop
 from steerable_compaction.providers.base import CompletionRequest
@@ -61,8 +67,13 @@ def test_l3_summarizer_reuses_the_cached_prefix_and_a_cold_request_does_not(
     assert cold.usage.cached_tokens / cold.usage.prompt_tokens <= 0.05, cold.usage
     # Prompt evaluation (llama.cpp's own timer): the cold request re-reads the whole span.
     assert model.last_prompt_eval_ms > 5 * warm.prompt_eval_ms
-    infos = harness.loop.record.compactions()
-    assert any(c.action == "summarize" and c.status == "closed" for c in infos)
+    # A 270M base model cannot write a checkpoint (it continues the transcript instead): each
+    # text it returns is refused as degenerate, and its bracket closes with the excerpt.
+    texts = [call.completion.message.text for call in agent.summary_calls]
+    accepted = [t for t in texts if degenerate_summary(t) is None]
+    closed = {c.action for c in harness.loop.record.compactions() if c.status == "closed"}
+    assert closed and closed <= {"summarize", "excerpt"}
+    assert ("summarize" in closed) == bool(accepted)
     # L2 over the real run: brackets shrink, hysteresis holds, summaries are prefix replays.
     requests = [call.request for call in agent.calls]
     report = check_trace(harness.loop.record, requests, policy=harness.policy, strict=True)
@@ -158,3 +169,37 @@ def test_r13_compaction_and_retry_recover_from_a_real_server_overflow(server: st
             await provider.aclose()
 
     asyncio.run(run())
+
+
+def test_loading_and_unloading_the_model_prints_nothing(tmp_path: Path) -> None:
+    """llama.cpp's own log lines go to `logging`, and the model is freed before shutdown.
+
+    Left alone, it printed its SWA-cache notice on stderr and, at exit, `Llama.__del__` could
+    raise a TypeError once llama_cpp's globals were gone.
+    """
+    need_local()
+    probe = (
+        "import asyncio\n"
+        "from steerable_compaction import Message\n"
+        "from steerable_compaction.providers.base import CompletionRequest\n"
+        "from steerable_compaction.providers.llamacpp import LlamaCppProvider\n"
+        "request = CompletionRequest(messages=(Message.user('hi'),), max_output_tokens=2)\n"
+        "print(asyncio.run(LlamaCppProvider(n_ctx=512).complete(request)).usage.prompt_tokens)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, check=True
+    )
+    assert int(done.stdout) > 0
+    assert done.stderr == ""
+
+
+def test_a_file_llama_cpp_cannot_load_is_a_provider_error(tmp_path: Path) -> None:
+    """A corrupt GGUF is a `ProviderError` naming the file, not llama.cpp's bare ValueError."""
+    need_local()
+    from steerable_compaction.providers.llamacpp import LlamaCppProvider
+
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"GGUF" + bytes(60))
+    request = CompletionRequest(messages=(Message.user("hi"),), max_output_tokens=1)
+    with pytest.raises(ProviderError, match=f"cannot load {bad}"):
+        asyncio.run(LlamaCppProvider(bad, n_ctx=256).complete(request))

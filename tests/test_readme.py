@@ -1,44 +1,144 @@
 from __future__ import annotations
 
+import importlib.util
 import re
+import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
-from steerable_compaction import Compactor
+from steerable_compaction import Compactor, Harness, resolve_compaction_policy
+from steerable_compaction.demo import DEMO_WINDOW
 
-README = Path(__file__).parent.parent / "README.md"
+ROOT = Path(__file__).parent.parent
+README = ROOT / "README.md"
+DOCS = sorted((ROOT / "docs").glob("*.md"))
 
 
-def python_blocks() -> list[str]:
-    return re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), flags=re.S)
+def docs_script(name: str) -> ModuleType:
+    """`docs/NAME.py`, imported as a module."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "docs" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault(name, module)
+    spec.loader.exec_module(module)
+    return module
 
 
-def test_readme_quickstart_runs_as_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every Python block in the README runs unchanged and the quickstart's claims hold."""
-    monkeypatch.chdir(tmp_path)
-    blocks = python_blocks()
-    assert blocks, "the README has no Python example"
+def update_readme() -> ModuleType:
+    return docs_script("update_readme")
+
+
+def python_blocks(path: Path) -> list[str]:
+    return re.findall(r"```python\n(.*?)```", path.read_text(encoding="utf-8"), flags=re.S)
+
+
+def run_blocks(path: Path) -> dict[str, object]:
     namespace: dict[str, object] = {}
-    for block in blocks:
-        exec(compile(block, str(README), "exec"), namespace)  # the README is ours to run
+    for block in python_blocks(path):
+        exec(compile(block, str(path), "exec"), namespace)  # the docs are ours to run
+    return namespace
+
+
+def test_readme_examples_run_as_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every Python block in the README runs unchanged, offline, and does what it says."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")  # the provider is built, never called
+    namespace = run_blocks(README)
+    harness = namespace["harness"]
+    assert isinstance(harness, Harness) and harness.compaction is not None
+    assert harness.policy.max_context_tokens == 128_000  # gpt-4o-mini, from the catalogue
+    harness.loop.record.close()
     compactor = namespace["compactor"]
     assert isinstance(compactor, Compactor)
     infos = compactor.record.compactions()
     assert infos and all(c.post_tokens is not None and c.post_tokens < c.pre_tokens for c in infos)
+    assert {c.action for c in infos} == {"summarize"}  # the model's summaries were accepted
     assert compactor.record.message_count == 2 + 2 * 119  # the last round is not prepared yet
+
+
+def test_the_docs_examples_run_as_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The examples in docs/concepts.md and docs/recall.md run and do what they say."""
+    monkeypatch.chdir(tmp_path)
+    namespace = run_blocks(ROOT / "docs" / "concepts.md")
     request, raw = namespace["request"], namespace["raw"]
     assert isinstance(request, list) and len(request) == 2
     assert isinstance(raw, list) and len(raw) == 2
+    recall = run_blocks(ROOT / "docs" / "recall.md")
+    hits = recall["hits"]
+    assert isinstance(hits, list) and hits and "ConnectionRefusedError" in hits[0].snippet
+    runnable = {"concepts.md", "recall.md"}
+    assert all(python_blocks(p) == [] for p in DOCS if p.name not in runnable)
 
 
-def test_readme_names_the_two_commands_that_ci_runs() -> None:
-    """The README's install and test commands are the ones `.ci/run` uses."""
+def test_the_first_command_runs_the_demo_and_the_test_command_is_cis() -> None:
+    """The first block installs and runs `demo`; the test block's command is a line of `.ci/run`."""
     text = README.read_text(encoding="utf-8")
-    ci = (README.parent / ".ci" / "run").read_text(encoding="utf-8")
-    test_command = re.search(r"## Run the tests\n\n```bash\n(.+?)\n```", text)
-    install = re.search(r"## Install and run\n\n```bash\n(.+?)\n```", text)
-    assert test_command is not None and install is not None
-    assert test_command.group(1) in ci.splitlines()
-    assert "pip install -e '.[dev]'" in install.group(1)
-    assert "pip install --quiet -e '.[dev]'" in ci
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    first = re.search(r"## Try it\n.*?```bash\n(.+?)\n```", text, flags=re.S)
+    tests = re.search(r"## Run the tests\n\n```bash\n(.+?)\n```", text, flags=re.S)
+    assert first is not None and tests is not None
+    assert first.group(1).splitlines()[-1] == "pip install -e . && steerable-compaction demo"
+    install, command = tests.group(1).splitlines()
+    assert install == "pip install -e '.[dev]'"
+    assert command == docs_script("measure").TEST_COMMAND
+    assert command in ci.splitlines()
+    assert "EXTRAS=(dev local)" in ci and "python docs/update_readme.py --check" in ci
+
+
+def test_the_readmes_stated_defaults_are_the_codes() -> None:
+    """The prose's few constants (threshold share, demo window) are the code's."""
+    text = README.read_text(encoding="utf-8")
+    policy = resolve_compaction_policy(None, 100_000, reserved_output_tokens=0, headroom_tokens=0)
+    assert f"{policy.threshold_tokens / 1000:.0f} %" in text  # 80 % of a 100k window
+    assert f"{DEMO_WINDOW // 1024}k-token window" in text
+
+
+def test_every_local_link_in_the_docs_resolves() -> None:
+    """Links between README, docs and files of the repository point at something."""
+    for path in [README, *DOCS]:
+        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", path.read_text(encoding="utf-8")):
+            if "://" not in target:
+                assert (path.parent / target).exists(), f"{path.name}: {target}"
+
+
+def test_the_docs_need_nothing_outside_the_repository_to_be_read() -> None:
+    """No requirement ids, spec layers or a "spec" a reader cannot find here.
+
+    `docs/requirements.md` is where the ids the code and tests cite are defined, so it names
+    them; every other page is written without them.
+    """
+    for path in [README, *DOCS]:
+        if path.name == "requirements.md":
+            continue
+        text = path.read_text(encoding="utf-8")
+        assert not re.search(r"\bR\d{1,2}b?\b|\bL1\.5\b|\bL[23]\b|the spec\b", text), path.name
+
+
+@pytest.mark.slow
+def test_the_cheap_generated_blocks_are_current() -> None:
+    """Demo, inspect, CLI synopsis, sidecar and durations match a fresh run of their commands.
+
+    (CI checks the `eval` blocks too: `python docs/update_readme.py --check`.)
+    """
+    module = update_readme()
+    fresh = module.generate(module.CHEAP)
+    for path in [README, *DOCS]:
+        text = path.read_text(encoding="utf-8")
+        assert module.render(text, fresh) == text, (
+            f"{path.name} is stale: run `python docs/update_readme.py`"
+        )
+    names = {n for p in [README, *DOCS] for n in module.blocks_in(p.read_text(encoding="utf-8"))}
+    assert names == set(module.BLOCKS)  # every block is used, none is unknown
+
+
+def test_render_replaces_only_the_named_blocks() -> None:
+    """A block's body is swapped between its markers; prose and other blocks are untouched."""
+    module = update_readme()
+    text = (
+        "a\n<!-- generated: x -->\nold\n<!-- end: x -->\n"
+        "b\n<!-- generated: y -->\nkeep\n<!-- end: y -->\n"
+    )
+    assert module.render(text, {"x": "new\n"}) == text.replace("old", "new")
+    assert module.blocks_in(text) == ["x", "y"]

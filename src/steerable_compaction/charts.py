@@ -181,14 +181,19 @@ def render_pressure_chart(
         )
         ax.scatter([x], [mark.pre_tokens], color=color, s=18, zorder=3, label=label)
         if mark.trigger not in ("pressure", "micro"):
+            # Up and to the right of the point, boxed: compactions sit close together and
+            # a centred label ran across the previous one's arrow.
             ax.annotate(
                 mark.trigger,
                 xy=(x, mark.pre_tokens),
-                xytext=(0, 6),
+                xytext=(5, 9),
                 textcoords="offset points",
-                ha="center",
-                fontsize=7,
+                ha="left",
+                fontsize=8,
                 color=color,
+                zorder=4,
+                bbox={"boxstyle": "round,pad=0.2", "facecolor": "white", "edgecolor": color},
+                arrowprops={"arrowstyle": "-", "color": color, "linewidth": 0.6},
             )
     for x in series.reminders:
         ax.axvline(x - 0.5, color="#c92a2a", linestyle=":", linewidth=1.0)

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import re
+import shutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TextIO, assert_never
 
 from . import __version__
-from .errors import CompactionError
+from .errors import CompactionError, RecordError, RecordLockedError
 from .messages import Message
 from .policy import resolve_compaction_policy
 from .record import (
@@ -26,7 +28,6 @@ from .record import (
     Reminder,
     open_record,
 )
-from .sim.command import add_eval_command
 
 __all__ = ["describe_entry", "describe_message", "inspect_record", "main"]
 
@@ -104,6 +105,38 @@ def _table(rows: Sequence[Sequence[str]], out: TextIO) -> None:
         out.write("  ".join(cells).rstrip() + "\n")
 
 
+_BRACKET = {"closed": "closed", "open": "UNCLOSED", "fold": "none"}
+
+
+def _compactions_table(record: Record, out: TextIO) -> None:
+    compactions = record.compactions()
+    if not compactions:
+        out.write("(none)\n")
+        return
+    rows = [["id", "bracket", "action", "trigger", "pre", "post", "replaced", "span", "seqs"]]
+    for c in compactions:
+        seqs = "/".join(
+            "-" if s is None else str(s) for s in (c.start_seq, c.summary_seq, c.boundary_seq)
+        )
+        rows.append(
+            [
+                c.compaction_id or "-",
+                _BRACKET[c.status],
+                c.action,
+                c.trigger,
+                f"{c.pre_tokens:,}",
+                "-" if c.post_tokens is None else f"{c.post_tokens:,}",
+                "-" if c.replacement_count is None else str(c.replacement_count),
+                "-" if c.span is None else f"[{c.span[0]}, {c.span[1]})",
+                seqs,
+            ]
+        )
+    _table(rows, out)
+    out.write(
+        "(seqs: start/summary/boundary; `compact` is a fold: a boundary alone, no LLM call)\n"
+    )
+
+
 def inspect_record(record: Record, out: TextIO, *, limit: int | None = None) -> None:
     """Print a record's events, its compactions and its projection size."""
     kind = type(record).__name__
@@ -120,29 +153,7 @@ def inspect_record(record: Record, out: TextIO, *, limit: int | None = None) -> 
         out.write(f"(last {len(shown)} of {len(entries):,} events)\n")
     _table(rows, out)
     out.write("\ncompactions\n")
-    if not compactions:
-        out.write("(none)\n")
-    else:
-        crows = [["id", "status", "action", "trigger", "pre", "post", "replaced", "span", "seqs"]]
-        for c in compactions:
-            seqs = "/".join(
-                "-" if s is None else str(s) for s in (c.start_seq, c.summary_seq, c.boundary_seq)
-            )
-            crows.append(
-                [
-                    c.compaction_id or "-",
-                    "UNCLOSED" if c.status == "open" else c.status,
-                    c.action,
-                    c.trigger,
-                    f"{c.pre_tokens:,}",
-                    "-" if c.post_tokens is None else f"{c.post_tokens:,}",
-                    "-" if c.replacement_count is None else str(c.replacement_count),
-                    "-" if c.span is None else f"[{c.span[0]}, {c.span[1]})",
-                    seqs,
-                ]
-            )
-        _table(crows, out)
-        out.write("(seqs: start/summary/boundary)\n")
+    _compactions_table(record, out)
     for bracket in record.projection.open_brackets:
         paid = "with a recorded summary" if bracket.summary is not None else "without a summary"
         out.write(
@@ -151,30 +162,79 @@ def inspect_record(record: Record, out: TextIO, *, limit: int | None = None) -> 
         )
 
 
-def _cmd_inspect(args: argparse.Namespace) -> int:
-    with open_record(args.record, readonly=True) as record:
-        inspect_record(record, sys.stdout, limit=args.limit)
-        if args.chart is not None:
-            from .charts import pressure_series, render_pressure_chart
+class CliError(CompactionError):
+    """A command-line argument names something unusable (a directory, a missing folder)."""
 
-            threshold = window = None
-            if args.window is not None or args.model is not None:
-                policy = resolve_compaction_policy(args.model, args.window)
-                threshold, window = policy.threshold_tokens, policy.max_context_tokens
-            series = pressure_series(record.entries)
-            path = render_pressure_chart(
-                series,
-                args.chart,
-                threshold=threshold,
-                window=window,
-                title=f"Context pressure per round: {Path(args.record).name}",
-            )
-            print(
-                f"\nchart: {path} ({series.rounds} rounds, {len(series.compactions)} compactions"
-                + ("" if threshold is not None else "; pass --window or --model for the threshold")
-                + ")"
-            )
+
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+_SQLITE_SUFFIXES = {".db", ".sqlite", ".sqlite3"}
+
+
+def _existing_record(path: str) -> Path:
+    """`path` as a record file to read: it exists and is a file."""
+    p = Path(path)
+    if p.is_dir():
+        raise CliError(f"{path}: is a directory, not a record file")
+    if not p.exists():
+        raise RecordError("no such record", path=p)
+    return p
+
+
+def _new_file(path: str, flag: str) -> Path:
+    """`path` as a file to write: its directory must exist (the CLI creates none unasked)."""
+    p = Path(path)
+    if p.is_dir():
+        raise CliError(f"{flag} {path}: is a directory, not a file")
+    if not p.parent.is_dir():
+        raise CliError(f"{flag} {path}: no such directory {str(p.parent)!r}")
+    return p
+
+
+def _open_for_reading(path: Path) -> Record:
+    """Open a record read-only; a `.db` file that is neither SQLite nor JSONL says so."""
+    try:
+        return open_record(path, readonly=True)
+    except RecordError as exc:
+        if path.suffix.lower() not in _SQLITE_SUFFIXES:
+            raise
+        with path.open("rb") as fh:
+            if fh.read(len(_SQLITE_MAGIC)) == _SQLITE_MAGIC:
+                raise
+        raise RecordError(
+            f"neither an SQLite database nor a JSONL record ({exc.reason})", path=path
+        ) from None
+
+
+def _cmd_inspect(args: argparse.Namespace) -> int:
+    path = _existing_record(args.record)
+    chart = None if args.chart is None else _new_file(args.chart, "--chart")
+    with _open_for_reading(path) as record:
+        inspect_record(record, sys.stdout, limit=args.limit)
+        if chart is not None:
+            _inspect_chart(record, chart, args)
     return 0
+
+
+def _inspect_chart(record: Record, chart: Path, args: argparse.Namespace) -> None:
+    from .charts import pressure_series, render_pressure_chart
+
+    threshold = window = None
+    if args.window is not None or args.model is not None:
+        policy = resolve_compaction_policy(args.model, args.window)
+        threshold, window = policy.threshold_tokens, policy.max_context_tokens
+    series = pressure_series(record.entries)
+    path = render_pressure_chart(
+        series,
+        chart,
+        threshold=threshold,
+        window=window,
+        title=f"Context pressure per round: {Path(args.record).name}",
+    )
+    print(
+        f"\nchart: {path} ({series.rounds} rounds, {len(series.compactions)} compactions"
+        + ("" if threshold is not None else "; pass --window or --model for the threshold")
+        + ")"
+    )
 
 
 def _window(args: argparse.Namespace) -> int | None:
@@ -204,6 +264,21 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+@contextlib.contextmanager
+def _removed_on_error(directory: Path) -> Iterator[None]:
+    """Remove what the block created in `directory` if it fails (nothing is left behind)."""
+    before = set(directory.iterdir())
+    try:
+        yield
+    except BaseException:
+        for path in set(directory.iterdir()) - before:
+            if path.is_dir():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+        raise
+
+
 def _cmd_serve(args: argparse.Namespace) -> int:
     from .demo import ScriptedAgent, Workspace, build_provider
     from .host.session import Session
@@ -211,6 +286,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     from .host.stdio import serve_stdio
 
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="%(name)s: %(message)s")
+    path = _new_file(args.record, "--record")
     tools = (
         args.tools if args.tools is not None else ("demo" if args.provider == "demo" else "none")
     )
@@ -235,11 +311,23 @@ def _cmd_serve(args: argparse.Namespace) -> int:
             harness=args.harness,
         )
 
+    with _removed_on_error(path.parent):
+        try:
+            record = open_record(path)
+        except RecordLockedError:
+            raise CliError(
+                f"--record {path}: another writer holds this record (one at a time): stop it "
+                "first, or read the record with `steerable-compaction inspect`"
+            ) from None
+        try:
+            session = open_session(record)
+        except BaseException:
+            record.close()
+            raise
     saved, protocol = sys.stdout, sys.stdout.buffer
     sys.stdout = sys.stderr  # stray prints must never corrupt the protocol stream
     try:
-        with open_record(args.record) as record:
-            session = open_session(record)
+        with record:
             sessions = Sessions(
                 session,
                 directory=args.record_dir,
@@ -268,7 +356,7 @@ def _add_inspect(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     inspect = sub.add_parser(
         "inspect", help="print a record's events, brackets and boundaries as a table"
     )
-    inspect.add_argument("record", help="a JSONL or SQLite record file")
+    inspect.add_argument("record", metavar="RECORD", help="a JSONL or SQLite record file")
     inspect.add_argument(
         "--limit", type=int, default=None, metavar="N", help="show only the last N events"
     )
@@ -278,7 +366,9 @@ def _add_inspect(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     inspect.add_argument(
         "--window", type=int, default=None, metavar="N", help="context window (threshold line)"
     )
-    inspect.add_argument("--model", default=None, help="model name (its window and policy)")
+    inspect.add_argument(
+        "--model", default=None, metavar="M", help="model name (its window and policy)"
+    )
     inspect.set_defaults(func=_cmd_inspect)
 
 
@@ -289,9 +379,14 @@ def _provider_flags(parser: argparse.ArgumentParser) -> None:
         default="demo",
         help="demo: offline scripted agent on a caching fake (default); local: a GGUF in-process",
     )
-    parser.add_argument("--model", default=None, help="model name (local: a GGUF path)")
     parser.add_argument(
-        "--base-url", default=None, help="an OpenAI- or Anthropic-compatible server's URL"
+        "--model", default=None, metavar="M", help="model name (local: a GGUF path)"
+    )
+    parser.add_argument(
+        "--base-url",
+        default=None,
+        metavar="URL",
+        help="an OpenAI- or Anthropic-compatible server's URL",
     )
     parser.add_argument(
         "--window",
@@ -332,8 +427,12 @@ def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--record", required=True, help="the session record (.jsonl, or .db for SQLite)"
     )
     _provider_flags(serve)
-    serve.add_argument("--harness", default=None, help="a harness YAML (default: packaged)")
-    serve.add_argument("--system", default=None, help="system prompt for a new record")
+    serve.add_argument(
+        "--harness", default=None, metavar="FILE", help="a harness YAML (default: packaged)"
+    )
+    serve.add_argument(
+        "--system", default=None, metavar="TEXT", help="system prompt for a new record"
+    )
     serve.add_argument(
         "--tools",
         choices=["demo", "none"],
@@ -363,10 +462,24 @@ def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     serve.set_defaults(func=_cmd_serve)
 
 
-def build_parser() -> argparse.ArgumentParser:
+_EVAL_HELP = "run the compaction simulator: every arm on every task, a table, JSON and a chart"
+
+
+def _add_eval(sub: argparse._SubParsersAction[argparse.ArgumentParser], *, full: bool) -> None:
+    """`eval`, whose flags `sim.command` defines: `sim` is imported only when they are needed."""
+    if full:
+        from .sim.command import add_eval_command
+
+        add_eval_command(sub)
+    else:
+        sub.add_parser("eval", help=_EVAL_HELP)
+
+
+def build_parser(*, full_eval: bool = True) -> argparse.ArgumentParser:
     """The argument parser (exposed for documentation and tests).
 
-    Each command adds itself to the subparsers with one call (`_add_inspect(sub)`, ...).
+    Each command adds itself to the subparsers with one call (`_add_inspect(sub)`, ...);
+    `full_eval=False` lists `eval` without importing the simulator for its flags.
     """
     parser = argparse.ArgumentParser(
         prog="steerable-compaction",
@@ -374,17 +487,25 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    _add_inspect(sub)
     _add_demo(sub)
+    _add_inspect(sub)
     _add_serve(sub)
-    add_eval_command(sub)
+    _add_eval(sub, full=full_eval)
     return parser
 
 
+def _command(argv: Sequence[str]) -> str | None:
+    return next((a for a in argv if not a.startswith("-")), None)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit status."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    """Run the command line; returns the exit status.
+
+    Every failure is one line on stderr and a non-zero status, never a traceback.
+    """
+    args_list = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(full_eval=_command(args_list) == "eval")
+    args = parser.parse_args(args_list)
     if args.command is None:
         parser.print_help()
         return 2
@@ -392,6 +513,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         status: int = args.func(args)
     except CompactionError as exc:
         print(f"steerable-compaction: error: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"steerable-compaction: error: {where}{exc.strerror or exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130

@@ -8,11 +8,10 @@ summarizer is called, then `compaction_summary`, then the boundary (R36, R38).
 
 from __future__ import annotations
 
-import asyncio
 import bisect
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Literal, assert_never
 
 from .compaction import (
@@ -20,13 +19,11 @@ from .compaction import (
     NothingToDo,
     PruneResult,
     SummaryNeeded,
-    excerpt_summary,
     plan_compaction,
     plan_merge,
     summary_message,
 )
 from .compaction.regions import REMINDER_TAG
-from .compaction.retention import Retention, retention_check
 from .compaction.state import (
     CircuitReason,
     EngineState,
@@ -61,7 +58,9 @@ from .record import (
     Reminder,
     SummarySource,
 )
-from .tokens import TokenMeter, estimate_tokens
+from .record.usage import newest_usage
+from .summaries import SummaryAttempt, SummaryWriter
+from .tokens import TokenMeter
 from .writer import CompactionWriter
 
 __all__ = [
@@ -83,26 +82,6 @@ PROBABLE_OVERFLOW_STATUS = frozenset({400, 413, 422})
 PROBABLE_OVERFLOW_RATIO = 0.9
 
 
-def newest_usage(record: Record, since: int) -> tuple[int, int] | None:
-    """`(prompt_tokens, message_count)` of the newest billed reply among `entries[since:]`.
-
-    `message_count` is the reply's position in the projection: the request that produced it
-    held the messages before it. `None` when no reply carries usage, or a rewrite came after
-    it (its count no longer describes the projection, R9).
-    """
-    for entry in reversed(record.entries[since:]):
-        event = entry.event
-        if isinstance(event, CompactionBoundary):
-            return None
-        if isinstance(event, MessageAppended) and event.usage is not None:
-            seqs = record.projection.seqs
-            for index in range(len(seqs) - 1, -1, -1):
-                if seqs[index] == entry.seq:
-                    return event.usage.prompt_tokens, index
-            return None
-    return None
-
-
 def compaction_thrashing_reminder(refills: int, window: int) -> Reminder:
     """The `CompactionThrashingReminder` (R33): a notice for the model and the host."""
     text = (
@@ -117,18 +96,6 @@ def compaction_thrashing_reminder(refills: int, window: int) -> Reminder:
 
 
 # -- the engine shell ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SummaryAttempt:
-    """The summary to write and who wrote it, or `text=None` when none can be written.
-
-    `failure` says why the summarizer's own text is not used (`None` when it is).
-    """
-
-    text: str | None
-    source: SummarySource
-    failure: str | None = None
 
 
 class CompactionHooks:
@@ -160,13 +127,12 @@ class CompactionHooks:
         self.record = record
         self.policy = policy
         self.meter = meter if meter is not None else TokenMeter(model)
-        self._summarizer = summarizer
         self._replay_images = replay_images
-        self._timeout = summarizer_timeout
         self._state = state if state is not None else EngineState()
         self._writer = CompactionWriter(
             record, self.meter, threshold_tokens=policy.threshold_tokens
         )
+        self._summaries = SummaryWriter(summarizer, self.meter, timeout=summarizer_timeout)
         # Read cursors over the append-only record (caches, not decisions): each look reads
         # only the entries appended since the previous one.
         self._assistant_seqs: list[int] = []
@@ -184,6 +150,11 @@ class CompactionHooks:
     def state(self) -> EngineState:
         """Everything the engine decides from, as one value."""
         return self._state
+
+    @property
+    def summarizer(self) -> Summarizer | None:
+        """The summarizer this engine asks (`None`: the excerpt only)."""
+        return self._summaries.summarizer
 
     @property
     def circuit_reason(self) -> CircuitReason | None:
@@ -419,7 +390,7 @@ class CompactionHooks:
         )
 
     def _summarizer_on(self) -> bool:
-        return self._summarizer is not None and self.policy.summarizer_enabled
+        return self._summaries.summarizer is not None and self.policy.summarizer_enabled
 
     def _fold(
         self,
@@ -457,7 +428,9 @@ class CompactionHooks:
             trigger=trigger,
             kept=plan.kept,
         )
-        attempt = await self._write_summary(plan, messages)
+        attempt = await self._summaries.attempt(
+            plan, messages, use_summarizer=self._summarizer_on()
+        )
         if called and not plan.merge:  # a failed merge leaves the chain; summaries still work
             self._state = after_summary_attempt(self._state, failed=attempt.failure is not None)
         if attempt.text is None:
@@ -524,7 +497,14 @@ class CompactionHooks:
         messages = projection.messages
         seqs = projection.seqs
         history = (min(seqs[begin:end]), max(seqs[begin:end])) if end > begin else None
-        retention = self._retention(messages, span, summary, frozenset(kept))
+        retention = self._summaries.retention(
+            messages,
+            seqs,
+            span,
+            summary,
+            frozenset(kept),
+            budget_tokens=self.policy.retention_tokens,
+        )
         text = f"{summary.rstrip()}\n\n{retention.block}" if retention.block else summary
         users_only = all(messages[i].role == "user" for i in kept)
         replacement = (
@@ -544,79 +524,6 @@ class CompactionHooks:
             summarizer_called=called,
             history=history,
             retained=(retention.found, len(retention.kept)),
-        )
-
-    def _retention(
-        self,
-        messages: Sequence[Message],
-        span: tuple[int, int],
-        summary: str,
-        kept: frozenset[int],
-    ) -> Retention:
-        """The retention check for a summary of `messages[span]` (within the policy's budget).
-
-        Priced with the static estimator, not the usage-calibrated meter, so the block depends
-        only on the record and the policy.
-        """
-        begin, end = span
-        span_tokens = sum(estimate_tokens(messages[i]) for i in range(begin, end) if i not in kept)
-        # Never more than half of what the summary leaves free, so the rewrite still shrinks.
-        free = span_tokens - estimate_tokens(summary) - 16
-        budget = min(self.policy.retention_tokens, span_tokens // 8, free // 2)
-        if budget <= 0:
-            return Retention(found=0, kept=(), block="")
-        return retention_check(
-            messages,
-            span,
-            summary,
-            budget_tokens=budget,
-            estimate_text=estimate_tokens,
-            seqs=self.record.projection.seqs,
-            skip=kept,
-        )
-
-    async def _write_summary(self, plan: SummaryNeeded, messages: list[Message]) -> SummaryAttempt:
-        """The summary text and who wrote it, or `text=None` and why not."""
-        failure: str | None = None
-        room = plan.middle_tokens - plan.kept_tokens  # what the summary message must undercut
-        kept = len(plan.kept)
-
-        def price(text: str) -> int:
-            message = summary_message(
-                text, plan.replaced, kept, kept_users_only=plan.kept_users_only
-            )
-            return self.meter.estimate(message)
-
-        if self._summarizer_on():
-            assert self._summarizer is not None
-            try:
-                text = await asyncio.wait_for(self._summarizer(plan.request), self._timeout)
-            except Exception as exc:  # a failed summarizer must never lose the session
-                failure = f"summarizer failed: {type(exc).__name__}: {exc}"
-            else:
-                text = text.strip() if isinstance(text, str) else ""
-                if not text:
-                    failure = "summarizer returned an empty summary"
-                elif price(text) >= room:
-                    failure = "summarizer's summary does not shrink the span"
-                else:
-                    return SummaryAttempt(text=text, source="summarizer")
-            if plan.merge:
-                # The chain stays as it is: an excerpt of summaries keeps less than they do.
-                logger.warning("%s; the summary chain is left unmerged", failure)
-                return SummaryAttempt(text=None, source="excerpt", failure=failure)
-            if plan.fold_enough:
-                logger.warning("%s; folding instead (the fold alone frees enough)", failure)
-                return SummaryAttempt(text=None, source="excerpt", failure=failure)
-            logger.warning("%s; falling back to the excerpt summary", failure)
-        middle_chars = sum(len(m.text) for m in plan.request.replay[plan.request.span[0] :])
-        budget = max(400, min(12_000, middle_chars // 4))
-        excerpt = excerpt_summary(messages, plan.request.span, max_chars=budget)
-        if price(excerpt) < room:
-            return SummaryAttempt(text=excerpt, source="excerpt", failure=failure)
-        why = "the excerpt summary would not shrink the span"
-        return SummaryAttempt(
-            text=None, source="excerpt", failure=f"{failure}; {why}" if failure else why
         )
 
     # -- recovery ---------------------------------------------------------------------------

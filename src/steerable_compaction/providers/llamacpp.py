@@ -16,7 +16,10 @@ A prompt at or over `n_ctx` raises `ContextOverflowError`, worded like llama-cpp
 from __future__ import annotations
 
 import asyncio
+import atexit
+import ctypes
 import json
+import logging
 import threading
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
@@ -31,6 +34,36 @@ __all__ = ["LlamaCppProvider", "default_model_path", "render_gemma"]
 
 _MODELS: dict[tuple[str, int], Any] = {}
 _LOAD_LOCK = threading.Lock()
+_NATIVE_LOG = logging.getLogger(__name__ + ".native")
+_log_callback: Any = None  # kept referenced: llama.cpp calls it from C
+
+
+def _quiet_native_logs(llama_cpp: Any) -> None:
+    """Route llama.cpp's own log lines to `logging` at DEBUG instead of stderr.
+
+    llama-cpp-python 0.3 maps ggml's log levels by an outdated enum (WARN counts as ERROR), so
+    its `verbose=False` still prints lines such as the SWA-cache notice into our output.
+    """
+    global _log_callback
+    if _log_callback is None:
+
+        def forward(level: int, text: bytes, user_data: Any) -> None:
+            _NATIVE_LOG.debug("%s", text.decode("utf-8", "replace").rstrip("\n"))
+
+        _log_callback = llama_cpp.llama_log_callback(forward)
+        llama_cpp.llama_log_set(_log_callback, ctypes.c_void_p(0))
+
+
+def _close_models() -> None:
+    """Free the loaded models at exit, while the interpreter is whole.
+
+    Left to the garbage collector at shutdown, `Llama.__del__` runs after llama_cpp's module
+    globals are gone and prints a TypeError.
+    """
+    with _LOAD_LOCK:
+        for model in _MODELS.values():
+            model.close()
+        _MODELS.clear()
 
 
 def default_model_path() -> Path:
@@ -112,20 +145,26 @@ class LlamaCppProvider:
             model = _MODELS.get(key)
             if model is None:
                 try:
-                    from llama_cpp import Llama
+                    import llama_cpp
                 except ImportError as exc:
                     raise ProviderError(
                         "llama-cpp-python is not installed: pip install "
                         "'steerable-compaction[local]'",
                         provider=self._name,
                     ) from exc
-                model = Llama(
-                    model_path=path,
-                    n_ctx=self.n_ctx,
-                    n_threads=self.n_threads,
-                    n_threads_batch=self.n_threads,
-                    verbose=False,
-                )
+                _quiet_native_logs(llama_cpp)
+                try:
+                    model = llama_cpp.Llama(
+                        model_path=path,
+                        n_ctx=self.n_ctx,
+                        n_threads=self.n_threads,
+                        n_threads_batch=self.n_threads,
+                        verbose=False,
+                    )
+                except ValueError as exc:  # llama.cpp's own "Failed to load model from file"
+                    raise ProviderError(f"cannot load {path}: {exc}", provider=self._name) from exc
+                if not _MODELS:
+                    atexit.register(_close_models)
                 _MODELS[key] = model
         return model
 

@@ -1,19 +1,26 @@
 """The evaluation chart: recall against cost per arm, and pressure over rounds per task.
 
-Needs matplotlib (the `plot` extra); it is imported only when a chart is drawn, and drawn with
-the Agg canvas directly, so no global pyplot state or display backend is touched.
+Each task panel stacks three strips, `current`, the best other arm on that task (by recall) and
+`naive`, so no line hides another even on a 1,000-round session; one legend, in the grid cell
+the tasks leave free, serves every panel; every arm is in the scatter and the table. Needs
+matplotlib (the `plot` extra), imported only when a chart is drawn, with the Agg canvas
+directly (no pyplot state, no display backend).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from .runner import EvalResults, RunResult
 
-__all__ = ["write_chart"]
+__all__ = ["best_other_arm", "write_chart"]
 
-_COLUMNS = 3
+_COLUMNS = 4
+_FOCUS = {"current": "#d6336c", "naive": "#f08c00"}
+_BEST = "#1971c2"
+_ALWAYS = ("current", "naive")
 
 
 def _by_arm(runs: tuple[RunResult, ...]) -> dict[str, list[RunResult]]:
@@ -21,6 +28,14 @@ def _by_arm(runs: tuple[RunResult, ...]) -> dict[str, list[RunResult]]:
     for run in runs:
         out.setdefault(run.arm, []).append(run)
     return out
+
+
+def best_other_arm(runs: Sequence[RunResult], price: str = "anthropic") -> RunResult | None:
+    """The run with the best recall among arms other than `current` and `naive` (then cheapest)."""
+    others = [r for r in runs if r.arm not in _ALWAYS]
+    if not others:
+        return None
+    return max(others, key=lambda r: (r.recall, -r.cost_usd[price]))
 
 
 def write_chart(results: EvalResults, path: Path, *, price: str = "anthropic") -> Path:
@@ -35,53 +50,99 @@ def write_chart(results: EvalResults, path: Path, *, price: str = "anthropic") -
         raise ImportError(
             "the eval chart needs matplotlib: pip install 'steerable-compaction[plot]'"
         ) from exc
-    arms = _by_arm(results.runs)
     tasks = [t.name for t in results.tasks]
-    rows = 1 + -(-len(tasks) // _COLUMNS)
-    figure = Figure(figsize=(5 * _COLUMNS, 4 * rows), layout="constrained")
+    rows = 1 + -(-(len(tasks) + 1) // _COLUMNS)  # the scatter, then tasks and the legend cell
+    figure = Figure(figsize=(4.6 * _COLUMNS, 3.2 + 4.4 * (rows - 1)), layout="constrained")
     FigureCanvasAgg(figure)
-    grid = figure.add_gridspec(rows, _COLUMNS)
-    colors: dict[str, Any] = {}
-    palette = [f"C{i}" for i in range(10)]
-    for i, arm in enumerate(arms):
-        colors[arm] = palette[i % len(palette)]
+    grid = figure.add_gridspec(rows, _COLUMNS, height_ratios=[3.2] + [4.4] * (rows - 1))
+    _scatter(figure.add_subplot(grid[0, :]), results, price)
+    for k, task in enumerate(tasks):
+        cell = grid[1 + k // _COLUMNS, k % _COLUMNS]
+        _task_panel(figure, cell, [r for r in results.runs if r.task == task], task, price)
+    k = len(tasks)
+    _legend(figure.add_subplot(grid[1 + k // _COLUMNS, k % _COLUMNS]), price)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=100)
+    return path
 
-    scatter = figure.add_subplot(grid[0, :])
-    for arm, runs in arms.items():
+
+def _scatter(axes: Any, results: EvalResults, price: str) -> None:
+    for arm, runs in _by_arm(results.runs).items():
         cost = sum(r.cost_usd[price] for r in runs)
         recall = sum(r.recall for r in runs) / len(runs)
-        scatter.scatter([cost], [recall], s=80, color=colors[arm], label=arm)
-        scatter.annotate(arm, (cost, recall), textcoords="offset points", xytext=(6, 4))
-    scatter.set_xlabel(f"billed cost over all tasks, USD ({price} prices)")
-    scatter.set_ylabel("mean needle recall")
-    scatter.set_ylim(-0.05, 1.05)
-    scatter.set_title(f"Recall vs cost per arm ({len(tasks)} tasks, seed {results.seed})")
-    scatter.grid(alpha=0.3)
+        color = _FOCUS.get(arm, "#495057")
+        axes.scatter([cost], [recall], s=70, color=color, zorder=3)
+        axes.annotate(arm, (cost, recall), textcoords="offset points", xytext=(7, -3), color=color)
+    axes.set_xlabel(f"billed cost over all tasks, USD ({price} prices)")
+    axes.set_ylabel("mean needle recall")
+    axes.set_ylim(-0.05, 1.05)
+    axes.set_title(
+        f"Recall against cost per arm ({len(results.tasks)} tasks, seed {results.seed}): "
+        "up and to the left is better"
+    )
+    axes.grid(alpha=0.3)
 
-    for k, task in enumerate(tasks):
-        axes = figure.add_subplot(grid[1 + k // _COLUMNS, k % _COLUMNS])
-        first = next(r for r in results.runs if r.task == task)
-        drawn = False
-        for arm, runs in arms.items():
-            run = next((r for r in runs if r.task == task), None)
-            if run is None or not run.pressure:
-                continue
-            axes.plot(
-                range(1, len(run.pressure) + 1),
-                [p / run.window for p in run.pressure],
-                color=colors[arm],
-                linewidth=1,
-                label=arm,
-            )
-            drawn = True
+
+def _task_panel(figure: Any, cell: Any, runs: list[RunResult], task: str, price: str) -> None:
+    """One strip per focus arm (`current`, the best other arm, `naive`), sharing the x axis."""
+    best = best_other_arm(runs, price)
+    chosen = [r for r in runs if r.arm == "current"]
+    chosen += [best] if best is not None else []
+    chosen += [r for r in runs if r.arm == "naive"]
+    strips = cell.subgridspec(len(chosen), 1)
+    longest = max((len(r.pressure) for r in runs), default=1)
+    width = 1.3 if longest < 300 else 0.7
+    first: Any = None
+    for i, run in enumerate(chosen):
+        axes = figure.add_subplot(strips[i, 0], sharex=first)
+        first = first or axes
+        color = _FOCUS.get(run.arm, _BEST)
+        axes.plot(
+            range(1, len(run.pressure) + 1),
+            [p / run.window for p in run.pressure],
+            color=color,
+            linewidth=width,
+        )
+        axes.axhline(run.threshold / run.window, color="grey", linestyle="--", linewidth=0.8)
         axes.axhline(1.0, color="black", linewidth=0.8)
-        axes.axhline(first.threshold / first.window, color="grey", linestyle="--", linewidth=0.8)
-        axes.set_title(f"{task}: prompt / window per round")
-        axes.set_xlabel("agent request")
         axes.set_ylim(0, 1.1)
+        axes.set_xlim(0, longest + 1)
+        axes.set_yticks([0, 0.5, 1.0])
+        axes.tick_params(labelsize=8)
         axes.grid(alpha=0.3)
-        if k == 0 and drawn:
-            axes.legend(fontsize="small", ncols=2)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=110)
-    return path
+        died = "" if run.death is None else ", died"
+        axes.set_title(
+            f"{run.arm}: recall {run.recall:.2f}, ${run.cost_usd[price]:.2f}{died}",
+            loc="left",
+            fontsize=8,
+            color=color,
+            pad=2,
+        )
+        if i == 0:
+            axes.set_title(task, loc="right", fontsize=10, fontweight="bold", pad=2)
+        if i < len(chosen) - 1:
+            axes.tick_params(labelbottom=False)
+        else:
+            axes.set_xlabel("agent request", fontsize=9)
+
+
+def _legend(axes: Any, price: str) -> None:
+    """How to read the task panels, in the grid cell the tasks leave free."""
+    from matplotlib.lines import Line2D
+
+    handles = [
+        Line2D([], [], color=_FOCUS["current"], linewidth=2, label="current (this library)"),
+        Line2D([], [], color=_BEST, linewidth=2, label="the best other arm on that task"),
+        Line2D([], [], color=_FOCUS["naive"], linewidth=2, label="naive (one cold summary)"),
+        Line2D([], [], color="grey", linestyle="--", linewidth=1, label="compaction threshold"),
+        Line2D([], [], color="black", linewidth=1, label="context window"),
+    ]
+    axes.legend(
+        handles=handles,
+        loc="center",
+        frameon=False,
+        fontsize=10,
+        title=f"Per task: prompt / window per request\n(recall and {price}-priced cost per strip)",
+        title_fontsize=10,
+    )
+    axes.set_axis_off()

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TextIO
 
 from ..errors import ConfigError
+from ..harness import read_harness
 from .runner import ARM_NAMES, ARMS, PEER_ARMS, EvalResults, RunResult, run_eval
 from .tasks import TASK_NAMES
 
@@ -239,10 +240,12 @@ def run_eval_command(
     except ValueError as exc:
         err.write(f"steerable-compaction eval: error: {exc}\n")
         return 2
-    err.write(
-        f"running {len(tasks) * len(arms)} sessions ({len(tasks)} tasks x {len(arms)} arms)\n"
-    )
     try:
+        if args.harness is not None:
+            read_harness(args.harness)  # a missing or bad file is refused before anything runs
+        err.write(
+            f"running {len(tasks) * len(arms)} sessions ({len(tasks)} tasks x {len(arms)} arms)\n"
+        )
         results = run_eval(
             tasks,
             arms,

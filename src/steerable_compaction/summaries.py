@@ -1,0 +1,135 @@
+"""Getting a summary the engine can write: the summarizer's, checked, or the excerpt fallback.
+
+`SummaryWriter.attempt` asks the summarizer (with a timeout) and refuses what cannot stand in
+for the span: an error, an empty or degenerate text, a summary that does not shrink the span.
+Then, where the plan allows, the deterministic excerpt takes its place; a merge of the summary
+chain has no fallback (an excerpt of summaries keeps less than they do). `retention` is the
+retention check the engine runs on whatever summary it writes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .compaction import SummaryNeeded, excerpt_summary, summary_message
+from .compaction.retention import Retention, retention_check
+from .compaction.summary import degenerate_summary
+from .hooks import Summarizer
+from .messages import Message
+from .record import SummarySource
+from .tokens import TokenMeter, estimate_tokens
+
+__all__ = ["SummaryAttempt", "SummaryWriter"]
+
+logger = logging.getLogger("steerable_compaction.engine")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SummaryAttempt:
+    """The summary to write and who wrote it, or `text=None` when none can be written.
+
+    `failure` says why the summarizer's own text is not used (`None` when it is).
+    """
+
+    text: str | None
+    source: SummarySource
+    failure: str | None = None
+
+
+class SummaryWriter:
+    """Summaries for the engine from `summarizer` (or `None`: the excerpt only).
+
+    `meter` prices a candidate against the span it replaces, in the session's units.
+    """
+
+    def __init__(
+        self, summarizer: Summarizer | None, meter: TokenMeter, *, timeout: float | None
+    ) -> None:
+        self.summarizer = summarizer
+        self.meter = meter
+        self.timeout = timeout
+
+    async def attempt(
+        self, plan: SummaryNeeded, messages: Sequence[Message], *, use_summarizer: bool = True
+    ) -> SummaryAttempt:
+        """The summary text and who wrote it, or `text=None` and why not.
+
+        `use_summarizer=False` (the policy switched it off) goes straight to the excerpt.
+        """
+        failure: str | None = None
+        room = plan.middle_tokens - plan.kept_tokens  # what the summary message must undercut
+        kept = len(plan.kept)
+
+        def price(text: str) -> int:
+            message = summary_message(
+                text, plan.replaced, kept, kept_users_only=plan.kept_users_only
+            )
+            return self.meter.estimate(message)
+
+        if self.summarizer is not None and use_summarizer:
+            try:
+                text = await asyncio.wait_for(self.summarizer(plan.request), self.timeout)
+            except Exception as exc:  # a failed summarizer must never lose the session
+                failure = f"summarizer failed: {type(exc).__name__}: {exc}"
+            else:
+                text = text.strip() if isinstance(text, str) else ""
+                if not text:
+                    failure = "summarizer returned an empty summary"
+                elif price(text) >= room:
+                    failure = "summarizer's summary does not shrink the span"
+                elif (flaw := degenerate_summary(text)) is not None:
+                    failure = f"summarizer's summary is degenerate: {flaw}"
+                else:
+                    return SummaryAttempt(text=text, source="summarizer")
+            if plan.merge:
+                # The chain stays as it is: an excerpt of summaries keeps less than they do.
+                logger.warning("%s; the summary chain is left unmerged", failure)
+                return SummaryAttempt(text=None, source="excerpt", failure=failure)
+            if plan.fold_enough:
+                logger.warning("%s; folding instead (the fold alone frees enough)", failure)
+                return SummaryAttempt(text=None, source="excerpt", failure=failure)
+            logger.warning("%s; falling back to the excerpt summary", failure)
+        middle_chars = sum(len(m.text) for m in plan.request.replay[plan.request.span[0] :])
+        budget = max(400, min(12_000, middle_chars // 4))
+        excerpt = excerpt_summary(messages, plan.request.span, max_chars=budget)
+        if price(excerpt) < room:
+            return SummaryAttempt(text=excerpt, source="excerpt", failure=failure)
+        why = "the excerpt summary would not shrink the span"
+        return SummaryAttempt(
+            text=None, source="excerpt", failure=f"{failure}; {why}" if failure else why
+        )
+
+    def retention(
+        self,
+        messages: Sequence[Message],
+        seqs: Sequence[int],
+        span: tuple[int, int],
+        summary: str,
+        kept: frozenset[int],
+        *,
+        budget_tokens: int,
+    ) -> Retention:
+        """The retention check for a summary of `messages[span]`, within `budget_tokens`.
+
+        Priced with the static estimator, not the usage-calibrated meter, so the block depends
+        only on the record and the policy (recovery rebuilds the same text).
+        """
+        begin, end = span
+        span_tokens = sum(estimate_tokens(messages[i]) for i in range(begin, end) if i not in kept)
+        # Never more than half of what the summary leaves free, so the rewrite still shrinks.
+        free = span_tokens - estimate_tokens(summary) - 16
+        budget = min(budget_tokens, span_tokens // 8, free // 2)
+        if budget <= 0:
+            return Retention(found=0, kept=(), block="")
+        return retention_check(
+            messages,
+            span,
+            summary,
+            budget_tokens=budget,
+            estimate_text=estimate_tokens,
+            seqs=seqs,
+            skip=kept,
+        )
