@@ -56,7 +56,7 @@ def test_inspect_prints_events_compactions_and_flags_unclosed_brackets(
     assert lines[header].split()[:3] == ["id", "bracket", "action"]
     assert rows[0][:7] == ["-", "none", "compact", "pressure", "900", "700", "1"]
     assert rows[1][:7] == ["k1", "closed", "summarize", "pressure", "1,200", "400", "4"]
-    assert rows[1][-1] == "9/10/11"
+    assert rows[1][-2:] == ["9/10/11", "-"]  # seqs; no retention check recorded
     assert rows[2][:2] == ["k2", "UNCLOSED"]
     assert "`compact` is a fold: a boundary alone, no LLM call" in out
     assert "warning: bracket k2 is unclosed (without a summary); its span stays visible" in out
@@ -377,3 +377,46 @@ def test_eval_is_listed_with_the_same_help_without_the_simulator(
         main(["eval", "--help"])
     assert info.value.code == 0
     assert "--harness FILE" in capsys.readouterr().out
+
+
+def test_inspect_shows_abandoned_brackets_and_retained_facts(tmp_path: Path) -> None:
+    """An abandoned bracket is a row, not a crash; a summary shows kept/found retained facts."""
+    import io
+
+    from steerable_compaction import Message
+    from steerable_compaction.cli import inspect_record
+    from steerable_compaction.record import (
+        CompactionAbandoned,
+        CompactionBoundary,
+        CompactionStart,
+        MemoryRecord,
+    )
+
+    record = MemoryRecord()
+    for i in range(4):
+        record.append_message(Message.user(f"m{i}"))
+    record.append(
+        CompactionStart(compaction_id="k4", span=(0, 2), pre_tokens=90, action="summarize")
+    )
+    record.append(CompactionAbandoned(compaction_id="k4", reason="no summary was recorded"))
+    record.append(
+        CompactionStart(compaction_id="k6", span=(0, 2), pre_tokens=90, action="summarize")
+    )
+    record.append(
+        CompactionBoundary(
+            action="summarize",
+            pre_tokens=90,
+            post_tokens=40,
+            replacement_count=2,
+            compaction_id="k6",
+            span=(0, 2),
+            replacement=(Message.user("<compacted-summary>\ns\n</compacted-summary>"),),
+            retained=(7, 2),
+        )
+    )
+    out = io.StringIO()
+    inspect_record(record, out)
+    text = out.getvalue()
+    rows = {line.split()[0]: line for line in text.splitlines() if line.startswith(("k4", "k6"))}
+    assert "abandoned" in rows["k4"]
+    assert rows["k6"].rstrip().endswith("2/7")

@@ -229,6 +229,10 @@ async def test_r15_the_default_demo_runs_every_path_and_writes_record_and_chart(
     out = io.StringIO()
     result = await run_demo(DemoOptions(directory=tmp_path), out)
     text = out.getvalue()
+    # The final report turn searches the history once, after the session compacted.
+    searched = [line for line in text.splitlines() if line.startswith("  history_search ")]
+    assert searched == ['  history_search {"query": "TODO", "limit": 5}']
+    assert "hidden message(s) hold every term of" in text
     assert result.record == tmp_path / "session-1.db"
     assert result.chart == tmp_path / "pressure-1.png"
     assert result.chart.read_bytes().startswith(PNG_MAGIC)

@@ -105,7 +105,7 @@ def _table(rows: Sequence[Sequence[str]], out: TextIO) -> None:
         out.write("  ".join(cells).rstrip() + "\n")
 
 
-_BRACKET = {"closed": "closed", "open": "UNCLOSED", "fold": "none"}
+_BRACKET = {"closed": "closed", "open": "UNCLOSED", "abandoned": "abandoned", "fold": "none"}
 
 
 def _compactions_table(record: Record, out: TextIO) -> None:
@@ -113,7 +113,8 @@ def _compactions_table(record: Record, out: TextIO) -> None:
     if not compactions:
         out.write("(none)\n")
         return
-    rows = [["id", "bracket", "action", "trigger", "pre", "post", "replaced", "span", "seqs"]]
+    head = ["id", "bracket", "action", "trigger", "pre", "post", "replaced", "span", "seqs"]
+    rows = [[*head, "retained"]]
     for c in compactions:
         seqs = "/".join(
             "-" if s is None else str(s) for s in (c.start_seq, c.summary_seq, c.boundary_seq)
@@ -129,11 +130,13 @@ def _compactions_table(record: Record, out: TextIO) -> None:
                 "-" if c.replacement_count is None else str(c.replacement_count),
                 "-" if c.span is None else f"[{c.span[0]}, {c.span[1]})",
                 seqs,
+                "-" if c.retained is None else f"{c.retained[1]}/{c.retained[0]}",
             ]
         )
     _table(rows, out)
     out.write(
-        "(seqs: start/summary/boundary; `compact` is a fold: a boundary alone, no LLM call)\n"
+        "(seqs: start/summary/boundary; `compact` is a fold: a boundary alone, no LLM call; "
+        "retained: facts the retention check kept / found missing from the summary)\n"
     )
 
 

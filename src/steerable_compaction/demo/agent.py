@@ -3,6 +3,8 @@
 `ScriptedAgent` answers requests as a code-reading agent would: for each user input it reads
 files (as many as the input asks for, `read 12 files`, else `default_reads`), then replies;
 asked for a checkpoint summary (the warm-prefix replay), it writes one in the fixed sections.
+Asked for a final report once the session has compacted, it first searches its history
+(`history_search`) for the TODOs of files that compaction took out of its context, once.
 """
 
 from __future__ import annotations
@@ -46,6 +48,8 @@ class ScriptedAgent:
     _listed: bool = field(default=False, init=False, repr=False)
     _awaiting_input: bool = field(default=True, init=False, repr=False)
     _read_this_turn: list[str] = field(default_factory=list, init=False, repr=False)
+    _final: bool = field(default=False, init=False, repr=False)
+    searched: str | None = field(default=None, init=False)
 
     def __call__(self, request: CompletionRequest) -> Message:
         """The agent's next message for `request`."""
@@ -62,7 +66,17 @@ class ScriptedAgent:
             self._remaining = min(wanted, self.max_reads)
             self._awaiting_input = False
             self._read_this_turn = []
+            self._final = "final report" in last.text.lower()
         if self._remaining <= 0:
+            offered = {t.name for t in request.tools}
+            if self._final and self.searched is None and "history_search" in offered:
+                self.searched = ""  # once: the next request carries the result
+                self.calls += 1
+                query = json.dumps({"query": "TODO", "limit": 5})
+                call = ToolCall(id=f"call_{self.calls}", name="history_search", arguments=query)
+                return Message.assistant("Checking my history for earlier TODOs.", [call])
+            if last.role == "tool" and self.searched == "":
+                self.searched = last.text
             self._awaiting_input = True
             return Message.assistant(self._report())
         return Message.assistant(None, [self._next_call()])
@@ -88,10 +102,15 @@ class ScriptedAgent:
             return "I read no files this turn."
         todos = [p for p in read if self.workspace.todos(p)]
         names = ", ".join(Path(p).stem for p in read[:6]) + (" …" if len(read) > 6 else "")
+        earlier = ""
+        if self.searched:
+            hits = len(re.findall(r"^\[seq \d+\]", self.searched, flags=re.M))
+            earlier = f" My history search found {hits} earlier messages with TODOs."
         return (
             f"I read {len(read)} files ({names}). {len(todos)} of them hold TODOs"
             + (f", e.g. {todos[0]}: {self.workspace.todos(todos[0])[0]}" if todos else "")
             + "."
+            + earlier
         )
 
     def summary(self, messages: Sequence[Message]) -> str:

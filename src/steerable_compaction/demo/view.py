@@ -24,6 +24,7 @@ class PressureView:
         self.pressure = 0
         self._bar_shown = False
         self._pending: list[tuple[Mapping[str, Any], int]] = []
+        self._recall: set[object] = set()  # ids of the history_search calls shown
 
     def bar(self, width: int = 40) -> str:
         """`round  12 [#####....|..] 3,210 / 8,192  39%` with `|` at the threshold."""
@@ -62,6 +63,16 @@ class PressureView:
     def on_event(self, event: Mapping[str, Any]) -> None:
         """Take one session event (see `host.events.entry_event`)."""
         kind = event["type"]
+        if kind == "tool_calls":
+            for call in event.get("calls", ()):
+                if call.get("name") == "history_search":
+                    self._flush_pending(None)
+                    self._recall.add(call.get("id"))
+                    self.line(f"  history_search {call.get('arguments', '')}")
+        if kind == "tool_result" and event.get("call_id") in self._recall:
+            lines = _result_text(event["message"]).splitlines()
+            for line in lines[:1] + [x for x in lines[1:] if x.strip()][:2]:  # the best hit
+                self.line(f"    {_clip(line.strip(), 110)}")
         if kind in ("tool_calls", "reply"):
             usage = event.get("usage") or {}
             self.round += 1
@@ -86,6 +97,21 @@ class PressureView:
         if self.live and self._bar_shown:
             self.out.write("\n")
             self._bar_shown = False
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _result_text(message: Mapping[str, Any]) -> str:
+    """The text of a tool message in the record's JSON form."""
+    return "".join(
+        str(c.get("text", ""))
+        for p in message.get("parts", ())
+        if p.get("type") == "tool_result"
+        for c in p.get("content", ())
+        if c.get("type") == "text"
+    )
 
 
 def _short(message: Mapping[str, Any], width: int) -> str:

@@ -58,7 +58,8 @@ class CompactionInfo:
 
     `status` is `"closed"` for a bracket closed by its boundary, `"open"` for a bracket without
     a boundary (a crash or a failed summarizer), `"abandoned"` for a bracket recovery gave up
-    (no boundary will come), `"fold"` for a boundary without a bracket.
+    (no boundary will come), `"fold"` for a boundary without a bracket. `retained` is the
+    retention check's `(found, kept)` atoms of a summary, when it ran.
     """
 
     status: Literal["closed", "open", "abandoned", "fold"]
@@ -72,6 +73,7 @@ class CompactionInfo:
     start_seq: int | None
     summary_seq: int | None
     boundary_seq: int | None
+    retained: tuple[int, int] | None = None
 
 
 def _durable_kind(event: Event) -> bool:
@@ -178,6 +180,7 @@ class Record(ABC):
                         start_seq=None if cid is None else starts[cid][0],
                         summary_seq=None if cid is None else summaries.get(cid),
                         boundary_seq=entry.seq,
+                        retained=event.retained,
                     )
                 )
         for cid, (seq, start) in starts.items():
