@@ -80,3 +80,97 @@ async def test_spill_does_nothing_before_requests_or_on_errors(tmp_path: Path) -
     assert (await hooks.pre_step(StepContext(record=record, round=1, turn=1))).compactions == ()
     err = RequestErrorContext(record=record, round=1, turn=1, error=ValueError(), attempt=1)
     assert await hooks.on_request_error(err) is None
+
+
+async def test_spill_file_names_are_not_predictable(tmp_path: Path) -> None:
+    """The same output spilled twice at the same seq gets two different names."""
+    hooks = SpillHooks(tmp_path / "spill", max_chars=10, excerpt_chars=2)
+    result = ToolResult(call_id="c", content=(TextPart(text="y" * 50),))
+    await hooks.post_tool_result(ctx(result))
+    await hooks.post_tool_result(ctx(result))
+    names = sorted(p.name for p in (tmp_path / "spill").iterdir())
+    assert len(names) == 2 and names[0] != names[1]
+
+
+@pytest.mark.parametrize("planted", ["hardlink", "symlink", "fifo", "directory"])
+async def test_a_planted_file_at_the_chosen_name_is_never_opened(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, planted: str
+) -> None:
+    """Whatever sits at a name (a link to a victim, a FIFO, a directory) is left alone.
+
+    The spill takes another name: the victim keeps its bytes and nothing blocks.
+    """
+    import os
+    import secrets
+
+    directory = tmp_path / "spill"
+    directory.mkdir(mode=0o700)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious", encoding="utf-8")
+    tokens = iter(["aaaaaaaa", "bbbbbbbb"])
+    monkeypatch.setattr(secrets, "token_hex", lambda n: next(tokens))
+    hooks = SpillHooks(directory, max_chars=10, excerpt_chars=2)
+    text = "z" * 50
+    import hashlib
+
+    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+    trap = directory / f"0000000000-{digest}-aaaaaaaa.txt"
+    if planted == "hardlink":
+        os.link(victim, trap)
+    elif planted == "symlink":
+        trap.symlink_to(victim)
+    elif planted == "fifo":
+        os.mkfifo(trap)
+    else:
+        trap.mkdir()
+    result = await hooks.post_tool_result(
+        ctx(ToolResult(call_id="c", content=(TextPart(text=text),)))
+    )
+    assert result.text.startswith(SPILL_PREFIX)
+    name = result.text.split(" saved to ")[1].split(";")[0]
+    assert name.endswith("-bbbbbbbb.txt")
+    assert (directory / Path(name).name).read_bytes() == text.encode()
+    assert victim.read_bytes() == b"precious"
+
+
+@pytest.mark.parametrize("unsafe", ["symlink", "world_writable", "file"])
+def test_an_unsafe_spill_directory_is_refused(tmp_path: Path, unsafe: str) -> None:
+    """A symlinked, other-writable or non-directory spill path is a `ConfigError` naming it."""
+    real = tmp_path / "real"
+    real.mkdir(mode=0o700)
+    path = tmp_path / "spill"
+    if unsafe == "symlink":
+        path.symlink_to(real)
+    elif unsafe == "world_writable":
+        path.mkdir()
+        path.chmod(0o777)
+    else:
+        path.write_text("not a directory", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"spill\.directory"):
+        SpillHooks(path, max_chars=10, excerpt_chars=2)
+
+
+async def test_a_result_that_cannot_be_spilled_still_answers_the_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A full disk, or a directory made unsafe after start: the call gets head and tail."""
+    hooks = SpillHooks(tmp_path / "spill", max_chars=10, excerpt_chars=4)
+    (tmp_path / "spill").mkdir(mode=0o700)
+    (tmp_path / "spill").chmod(0o777)  # changed under the running session
+    text = "HEAD" + "m" * 100 + "TAIL"
+    result = await hooks.post_tool_result(
+        ctx(ToolResult(call_id="c", content=(TextPart(text=text),)))
+    )
+    assert result.call_id == "c"
+    assert result.text.startswith("[tool output too large to keep whole: 108 chars from cat")
+    assert result.text.endswith("HE\n…\nIL")
+    (tmp_path / "spill").chmod(0o700)
+
+    def full(*args: object, **kwargs: object) -> int:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("steerable_compaction.spill.os.open", full)
+    result = await hooks.post_tool_result(
+        ctx(ToolResult(call_id="d", content=(TextPart(text=text),)))
+    )
+    assert "No space left on device" in result.text and result.call_id == "d"

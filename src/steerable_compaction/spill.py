@@ -1,7 +1,14 @@
 """`SpillHooks` (R2): an oversized tool result goes to a file; the transcript gets a pointer.
 
-The file is named from the record seq the result will take and a hash of its text, never from
-anything the tool produced (no path traversal), and created with mode 0600 in a 0700 directory.
+The file is named from the record seq the result will take, a hash of its text and a random
+part, never from anything the tool produced (no path traversal, no name to plant a file at). It
+is created new (`O_CREAT | O_EXCL | O_NOFOLLOW`, mode 0600): a hard link, symlink, FIFO or
+directory already at that name is never opened, another name is tried. The directory is created
+0700; an existing one must be a real directory (not a symlink) owned by this user and writable by
+no one else, else `SpillHooks` refuses it with a `ConfigError`. When a result cannot be spilled
+after all (a full disk, a directory that changed), the call is still answered: the result keeps
+its head and tail in the transcript and says it could not be saved.
+
 The pointer keeps a head and tail excerpt so the model still sees what kind of output it was.
 Spill runs before compaction ever sees the result; compaction can still fold the pointer later.
 """
@@ -9,16 +16,23 @@ Spill runs before compaction ever sees the result; compaction can still fold the
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
+import secrets
+import stat
 from pathlib import Path
 
 from .errors import ConfigError
 from .hooks import PreStepAction, RequestErrorContext, RetryAction, StepContext, ToolResultContext
 from .messages import ContentPart, ImagePart, TextPart, ToolResult
 
-__all__ = ["SPILL_PREFIX", "SpillHooks"]
+__all__ = ["SPILL_PREFIX", "UNSPILLED_PREFIX", "SpillHooks"]
 
 SPILL_PREFIX = "[tool output spilled: "
+UNSPILLED_PREFIX = "[tool output too large to keep whole: "
+
+logger = logging.getLogger("steerable_compaction.spill")
+_ATTEMPTS = 8  # fresh random names tried before giving up on a directory
 
 
 class SpillHooks:
@@ -44,6 +58,8 @@ class SpillHooks:
         self.directory = Path(directory)
         self.max_chars = max_chars
         self.excerpt_chars = excerpt_chars
+        if os.path.lexists(self.directory):
+            _check_directory(self.directory)
 
     async def pre_step(self, ctx: StepContext, /) -> PreStepAction:
         """Nothing to do before a request."""
@@ -61,14 +77,25 @@ class SpillHooks:
             return result
         seq = len(ctx.record)  # the seq this result's message will get
         digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
-        path = self._write(f"{seq:010d}-{digest}.txt", text)
         head = self.excerpt_chars - self.excerpt_chars // 2
         tail = self.excerpt_chars // 2
         ending = text[len(text) - tail :] if tail else ""
-        pointer = (
-            f"{SPILL_PREFIX}{len(text):,} chars from {ctx.tool_name} saved to {path}; "
-            f"read that file for the rest]\n{text[:head]}\n…\n{ending}"
-        )
+        try:
+            path = self._write(f"{seq:010d}-{digest}", text)
+        except (OSError, ConfigError) as exc:
+            # Answer the call anyway: a lossy result beats a call left without one.
+            logger.warning(
+                "could not spill a %d-char result of %s: %s", len(text), ctx.tool_name, exc
+            )
+            pointer = (
+                f"{UNSPILLED_PREFIX}{len(text):,} chars from {ctx.tool_name}; it could not be "
+                f"saved ({exc}), so only its head and tail are shown]\n{text[:head]}\n…\n{ending}"
+            )
+        else:
+            pointer = (
+                f"{SPILL_PREFIX}{len(text):,} chars from {ctx.tool_name} saved to {path}; "
+                f"read that file for the rest]\n{text[:head]}\n…\n{ending}"
+            )
         images: tuple[ContentPart, ...] = tuple(
             p for p in result.content if isinstance(p, ImagePart)
         )
@@ -78,10 +105,46 @@ class SpillHooks:
             is_error=result.is_error,
         )
 
-    def _write(self, name: str, text: str) -> Path:
-        self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        path = self.directory / name
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        return path
+    def _write(self, stem: str, text: str) -> Path:
+        """Write `text` to a new file `<stem>-<random>.txt` in the spill directory."""
+        if not os.path.lexists(self.directory):
+            self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        _check_directory(self.directory)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_NONBLOCK
+        for _ in range(_ATTEMPTS):
+            path = self.directory / f"{stem}-{secrets.token_hex(4)}.txt"
+            try:
+                fd = os.open(path, flags, 0o600)
+            except FileExistsError:
+                continue  # something sits at that name: never open it, take another
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):  # pragma: no cover - O_EXCL
+                    raise OSError(f"{path} is not a regular file")
+                fh.write(text)
+            return path
+        raise OSError(f"no free file name in {self.directory} after {_ATTEMPTS} tries")
+
+
+def _check_directory(directory: Path) -> None:
+    """Refuse a spill directory others could tamper with (`ConfigError` naming it)."""
+    try:
+        info = os.lstat(directory)
+    except OSError as exc:
+        raise ConfigError(
+            "spill.directory", str(directory), f"a readable directory ({exc})"
+        ) from exc
+    problem = None
+    if stat.S_ISLNK(info.st_mode):
+        problem = "it is a symlink"
+    elif not stat.S_ISDIR(info.st_mode):
+        problem = "it is not a directory"
+    elif hasattr(os, "getuid") and info.st_uid != os.getuid():
+        problem = "another user owns it"
+    elif info.st_mode & 0o022:
+        problem = f"others may write to it (mode {stat.S_IMODE(info.st_mode):o})"
+    if problem is not None:
+        raise ConfigError(
+            "spill.directory",
+            str(directory),
+            f"a real directory owned by you that no one else may write to ({problem})",
+        )
