@@ -349,3 +349,19 @@ def test_a_count_that_cannot_be_written_on_close_is_logged(
     with caplog.at_level(logging.WARNING, logger="steerable_compaction.record"):
         record.close()
     assert "the row count stays behind" in caplog.text
+
+
+def test_a_closed_writer_leaves_no_lock_file_and_the_next_writer_opens(tmp_path: Path) -> None:
+    """Nothing is left behind: the lock file goes with its writer; a new writer takes a new one."""
+    from steerable_compaction import Message
+    from steerable_compaction.record import SqliteRecord
+
+    path = tmp_path / "r.db"
+    with SqliteRecord(path) as writer:
+        writer.append_message(Message.user("one"))
+        assert (tmp_path / "r.db.writer-lock").exists()
+    assert not (tmp_path / "r.db.writer-lock").exists()
+    with SqliteRecord(path) as again:
+        again.append_message(Message.user("two"))
+        assert [m.text for m in again.messages()] == ["one", "two"]
+    assert sorted(p.name for p in tmp_path.iterdir() if "lock" in p.name) == []

@@ -16,7 +16,7 @@ import os
 import sqlite3
 from typing import Literal
 
-from ..errors import RecordError
+from ..errors import RecordError, RecordLockedError
 from .codec import encode_body, iter_lines, iter_rows
 from .events import Entry
 from .files import FileRecord, identity, lock_writer, sync
@@ -40,9 +40,9 @@ _ERRORS = (sqlite3.Error, UnicodeDecodeError)
 class SqliteRecord(FileRecord):
     """A record in an SQLite database (WAL mode): one row per event, `seq` as the primary key.
 
-    A second writer is refused through an exclusive `flock` on `<path>.writer-lock`; readers
-    open the database read-only and never take that lock. Each append (or batch) is one
-    transaction.
+    A second writer is refused through an exclusive `flock` on `<path>.writer-lock`, which the
+    writer removes when it closes; readers open the database read-only and never take that
+    lock. Each append (or batch) is one transaction.
     """
 
     _lock_fd: int | None = None
@@ -63,9 +63,7 @@ class SqliteRecord(FileRecord):
         self._counted = kind == "v4"
 
     def _open_writer(self) -> None:
-        self._lock_fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o600)
-        lock_writer(self._lock_fd, self.file)
-        self._lock_identity = identity(os.fstat(self._lock_fd))
+        self._take_lock()
         if not self.file.exists():
             # Created here so that it is private from the start; an existing file keeps its mode.
             os.close(os.open(self.file, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600))
@@ -216,6 +214,31 @@ class SqliteRecord(FileRecord):
             bodies.append(body)
         self._load_objects(iter_rows(bodies), lambda i: rows[i][0])
 
+    def _take_lock(self) -> None:
+        """Hold the exclusive `flock` on the lock file that `_lock_path` names right now.
+
+        A writer removes its lock file when it closes (nothing is left behind), so the file a
+        newcomer opened may be unlinked before its lock is granted: it then tries again on the
+        file now at the path.
+        """
+        for _ in range(8):
+            fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                lock_writer(fd, self.file)
+                mine = identity(os.fstat(fd))
+                try:
+                    current = identity(os.stat(self._lock_path))
+                except FileNotFoundError:
+                    current = None
+            except BaseException:
+                os.close(fd)
+                raise
+            if current == mine:
+                self._lock_fd, self._lock_identity = fd, mine
+                return
+            os.close(fd)  # the previous writer removed it as we waited: take the new one
+        raise RecordLockedError("the writer lock file keeps changing", path=self.file)
+
     def _check_lock(self) -> None:
         """Raise `RecordError` if the writer lock file was removed or replaced under us."""
         try:
@@ -330,4 +353,9 @@ class SqliteRecord(FileRecord):
             conn.close()
         if self._lock_fd is not None:
             fd, self._lock_fd = self._lock_fd, None
+            try:  # leave nothing behind: remove the lock file while still holding it
+                if identity(os.stat(self._lock_path)) == self._lock_identity:
+                    os.unlink(self._lock_path)
+            except OSError:
+                pass  # already gone or replaced: another writer's now, not ours to remove
             os.close(fd)
