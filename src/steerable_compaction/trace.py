@@ -128,7 +128,6 @@ def _check_record(
     brackets = folds = pressure = 0
     starts: dict[str, CompactionStart] = {}
     last_post: int | None = None
-    attempt: CompactionStart | None = None  # a start with nothing written after it yet
     margin = policy.recompact_margin_tokens if policy is not None else None
 
     def gate(seq: int, pre: int) -> None:
@@ -154,53 +153,62 @@ def _check_record(
                 )
             )
 
-    closed: CompactionBoundary | None = None  # the boundary just before this entry, if any
+    previous: object = None  # the entry before this one
     for entry in entries:
         event = entry.event
-        fallback = (
-            isinstance(event, CompactionBoundary)
-            and event.compaction_id is None
-            and attempt is not None
-            and (attempt.trigger, attempt.pre_tokens) == (event.trigger, event.pre_tokens)
-        )
-        continuation = (
-            isinstance(event, CompactionStart)
-            and closed is not None
-            and (closed.trigger, closed.post_tokens) == (event.trigger, event.pre_tokens)
-        )
-        attempt = event if isinstance(event, CompactionStart) else None
-        closed = event if isinstance(event, CompactionBoundary) else None
+        again = _same_compaction(previous, event)
+        previous = event
         if isinstance(event, CompactionStart):
             starts[event.compaction_id] = event
-            if event.trigger == "pressure" and not continuation:
+            if event.trigger == "pressure" and not again:
                 gate(entry.seq, event.pre_tokens)
             if event.trigger != "micro":
                 last_post = event.pre_tokens  # until the bracket closes: a failed one stays here
         elif isinstance(event, CompactionBoundary):
-            cid = event.compaction_id
-            if cid is None:
+            if event.compaction_id is None:
                 folds += 1
-                if event.trigger == "pressure" and not fallback:
+                if event.trigger == "pressure" and not again:
                     gate(entry.seq, event.pre_tokens)
-                check: TraceCheck = "fold_shrinks"
-                name = f"fold-only boundary ({event.action}/{event.trigger})"
             else:
                 brackets += 1
-                check, name = "bracket_shrinks", f"bracket {cid!r}"
-            if event.post_tokens >= event.pre_tokens:
-                found.append(
-                    TraceViolation(
-                        check=check,
-                        seq=entry.seq,
-                        detail=f"{name} closed with post {event.post_tokens} >= pre "
-                        f"{event.pre_tokens}",
-                    )
-                )
-            start = starts.get(cid) if cid is not None else None
-            trigger = start.trigger if start is not None else event.trigger
-            if trigger != "micro":
+            violation = _shrinks(entry.seq, event)
+            if violation is not None:
+                found.append(violation)
+            start = starts.get(event.compaction_id or "")
+            if (start.trigger if start is not None else event.trigger) != "micro":
                 last_post = event.post_tokens
     return found, brackets, folds, pressure
+
+
+def _same_compaction(previous: object, event: object) -> bool:
+    """Whether `event` continues the compaction `previous` belongs to (not gated again).
+
+    A fold right after a bracket's start at the same pressure stands in for a summary that
+    could not be written; a bracket right after a boundary, starting at its post level, is the
+    engine merging its summary chain in the same step.
+    """
+    if isinstance(previous, CompactionStart) and isinstance(event, CompactionBoundary):
+        same = (previous.trigger, previous.pre_tokens) == (event.trigger, event.pre_tokens)
+        return event.compaction_id is None and same
+    if isinstance(previous, CompactionBoundary) and isinstance(event, CompactionStart):
+        return (previous.trigger, previous.post_tokens) == (event.trigger, event.pre_tokens)
+    return False
+
+
+def _shrinks(seq: int, event: CompactionBoundary) -> TraceViolation | None:
+    """A violation if the rewrite did not shrink the request (`post >= pre`)."""
+    if event.post_tokens < event.pre_tokens:
+        return None
+    if event.compaction_id is None:
+        check: TraceCheck = "fold_shrinks"
+        name = f"fold-only boundary ({event.action}/{event.trigger})"
+    else:
+        check, name = "bracket_shrinks", f"bracket {event.compaction_id!r}"
+    return TraceViolation(
+        check=check,
+        seq=seq,
+        detail=f"{name} closed with post {event.post_tokens} >= pre {event.pre_tokens}",
+    )
 
 
 def _only_text(message: Message) -> bool:

@@ -147,6 +147,75 @@ def _speaker(message: Message) -> str | None:
     return None  # the agent's own words and system text are not checked
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Clause:
+    """One clause of the span: where it stands, who said it, and what it looks like."""
+
+    index: int
+    speaker: str
+    text: str
+    code: bool
+    origin: int | None  # the seq a reference carried from an earlier summary names
+
+
+def _clauses(
+    messages: Sequence[Message], span: tuple[int, int], skip: frozenset[int]
+) -> list[_Clause]:
+    """Every clause of the user and tool messages of `messages[span]` (not `skip`)."""
+    out: list[_Clause] = []
+    for i in range(*span):
+        speaker = None if i in skip else _speaker(messages[i])
+        if speaker is None:
+            continue
+        for line in messages[i].text.split("\n"):
+            code = speaker == "tool" and bool(_CODE.search(line))
+            refs = HISTORY_REF.findall(line)
+            origin = int(refs[0][0]) if refs else None
+            line = _BULLET.sub("", HISTORY_REF.sub("", line)).strip()
+            for clause in _CLAUSES.split(line):
+                clause = clause.strip()
+                if len(clause) >= 4 and not clause.startswith(
+                    ("<compacted-summary>", "</compacted")
+                ):
+                    out.append(
+                        _Clause(index=i, speaker=speaker, text=clause, code=code, origin=origin)
+                    )
+    return out
+
+
+def _candidates(
+    clauses: Sequence[_Clause],
+    span: tuple[int, int],
+    summary: str,
+    seqs: Sequence[int] | None,
+) -> list[Atom]:
+    """The stated facts the summary lacks, one per clause (its best atom), best first.
+
+    Source code (read it again from its file), data rows and repeated shapes (logs, tables,
+    signatures) are not facts someone stated: they are left to the history tools.
+    """
+    start, end = span
+    shapes = Counter(_shape(c.text) for c in clauses)
+    span_length = max(end - start - 1, 1)
+    found: dict[str, Atom] = {}
+    for clause in clauses:
+        atoms = [a for a in _atoms_in(clause.text) if a[1] not in summary]
+        prose = len(_WORD.findall(clause.text)) >= 4
+        if not atoms or clause.code or not prose or shapes[_shape(clause.text)] >= 3:
+            continue
+        base = _ROLE_WEIGHT[clause.speaker] * (0.7 + 0.3 * (clause.index - start) / span_length)
+        kind, value, at = max(atoms, key=lambda a: _KIND_WEIGHT[a[0]])
+        score = base * (_KIND_WEIGHT[kind] + 0.2 * (len({a[1] for a in atoms}) - 1))
+        text = _clip(clause.text, at, len(value))
+        seq = clause.origin if clause.origin is not None else None
+        if seq is None and seqs is not None:
+            seq = seqs[clause.index]
+        current = found.get(text)
+        if current is None or score > current.score:
+            found[text] = Atom(value=value, kind=kind, clause=text, seq=seq, score=score)
+    return sorted(found.values(), key=lambda a: (-a.score, a.clause))
+
+
 def retention_check(
     messages: Sequence[Message],
     span: tuple[int, int],
@@ -162,56 +231,13 @@ def retention_check(
     `seqs` gives each message's record seq (for the `[history seq N]` references); `skip` are
     indices kept verbatim anyway. `budget_tokens` bounds the block, heading included.
     """
-    start, end = span
-    candidates: dict[str, Atom] = {}  # by clause: one line per clause, its best atom
-    shapes: Counter[str] = Counter()
-    # (index, speaker, clause, is code, seq named by a carried reference)
-    clauses: list[tuple[int, str, str, bool, int | None]] = []
-    for i in range(start, end):
-        if i in skip:
-            continue
-        speaker = _speaker(messages[i])
-        if speaker is None:
-            continue
-        for line in messages[i].text.split("\n"):
-            code = speaker == "tool" and bool(_CODE.search(line))
-            # A line carried from an earlier summary keeps the seq its reference names.
-            refs = HISTORY_REF.findall(line)
-            origin = int(refs[0][0]) if refs else None
-            line = _BULLET.sub("", HISTORY_REF.sub("", line)).strip()
-            for clause in _CLAUSES.split(line):
-                clause = clause.strip()
-                if len(clause) < 4 or clause.startswith(("<compacted-summary>", "</compacted")):
-                    continue
-                clauses.append((i, speaker, clause, code, origin))
-                shapes[_shape(clause)] += 1
-    span_length = max(end - start - 1, 1)
-    for i, speaker, clause, code, origin in clauses:
-        atoms = [a for a in _atoms_in(clause) if a[1] not in summary]
-        if not atoms:
-            continue
-        words = len(_WORD.findall(clause))
-        if code or words < 4 or shapes[_shape(clause)] >= 3:
-            # Source code (read it again from its file), data rows and repeated shapes (logs,
-            # tables, signatures) are not facts someone stated: left to the history tools.
-            continue
-        base = _ROLE_WEIGHT[speaker]
-        base *= 0.7 + 0.3 * (i - start) / span_length
-        best = max(atoms, key=lambda a: _KIND_WEIGHT[a[0]])
-        score = base * (_KIND_WEIGHT[best[0]] + 0.2 * (len({a[1] for a in atoms}) - 1))
-        text = _clip(clause, best[2], len(best[1]))
-        seq = origin if origin is not None else (seqs[i] if seqs is not None else None)
-        current = candidates.get(text)
-        if current is None or score > current.score:
-            candidates[text] = Atom(value=best[1], kind=best[0], clause=text, seq=seq, score=score)
-    ranked = sorted(candidates.values(), key=lambda a: (-a.score, a.clause))
+    ranked = _candidates(_clauses(messages, span, skip), span, summary, seqs)
     heading = f"{RETAINED_HEADING}\n"
     used = estimate_text(heading)
     kept: list[Atom] = []
     lines: list[str] = []
     for atom in ranked:
-        ref = history_ref(atom.seq)
-        line = f"- {atom.clause} {ref}".rstrip()
+        line = f"- {atom.clause} {history_ref(atom.seq)}".rstrip()
         cost = estimate_text(line + "\n")
         if used + cost > budget_tokens:
             continue
@@ -219,4 +245,4 @@ def retention_check(
         kept.append(atom)
         lines.append(line)
     block = heading + "\n".join(lines) if lines else ""
-    return Retention(found=len(candidates), kept=tuple(kept), block=block)
+    return Retention(found=len(ranked), kept=tuple(kept), block=block)
