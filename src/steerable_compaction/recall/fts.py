@@ -68,8 +68,7 @@ class FtsIndex:
             return False
         try:
             if not record.readonly:
-                self._attach(record, conn)
-                return True
+                return self._attach(record, conn)
             self._watermark = _read_watermark(conn)
         except sqlite3.OperationalError as exc:
             if "no such table" not in str(exc):
@@ -78,9 +77,16 @@ class FtsIndex:
         unindexed = len(catalog.seqs) - bisect.bisect_right(catalog.seqs, self._watermark)
         return unindexed <= _MAX_TAIL
 
-    def _attach(self, record: SqliteRecord, conn: sqlite3.Connection) -> None:
+    def _attach(self, record: SqliteRecord, conn: sqlite3.Connection) -> bool:
+        """Create the table, index what it lacks and hook the appends; False inside a batch.
+
+        The table is created only outside a transaction: inside `Record.batch()` a failed
+        group would take it back while the hook stayed, and every later append would fail.
+        """
         with record._lock:  # no append may interleave with the catch-up on this connection
             if not self._attached:
+                if conn.in_transaction:
+                    return False
                 conn.execute(_CREATE)
             watermark = _read_watermark(conn)
             backlog = [
@@ -89,18 +95,23 @@ class FtsIndex:
                 if isinstance(entry.event, MessageAppended)
             ]
             if backlog:
-                conn.execute("BEGIN IMMEDIATE")
+                # A savepoint: its own transaction, or a part of an open batch's (an entry of a
+                # batch is in the database, uncommitted, once appended: indexing it there keeps
+                # the index from running ahead of the record if the batch is lost).
+                conn.execute("SAVEPOINT recall_catch_up")
                 try:
                     conn.executemany(_INSERT, backlog)
-                    conn.execute("COMMIT")
                 except BaseException:
-                    conn.execute("ROLLBACK")
+                    conn.execute("ROLLBACK TO recall_catch_up")
                     raise
+                finally:
+                    conn.execute("RELEASE recall_catch_up")
                 logger.info("indexed %d messages for history search", len(backlog))
             self._watermark = len(record.entries) - 1
             if not self._attached:
                 _install_hook(record)
                 self._attached = True
+            return True
 
     def candidates(
         self, record: SqliteRecord, terms: Sequence[str], catalog: Catalog
