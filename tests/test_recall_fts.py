@@ -492,3 +492,22 @@ def test_a_batch_lost_to_a_crash_leaves_no_index_rows(tmp_path: Path) -> None:
     with SqliteRecord(path, readonly=True) as reader:
         assert len(reader) == 9
         assert indexed_rows(path) == message_seqs(reader) == [0, 1, 2, 3, 4, 5, 6, 7]
+
+
+def test_candidates_are_read_a_page_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pages of candidate rows join up: the same hits as memory, across page ends."""
+    from steerable_compaction.recall import fts
+
+    monkeypatch.setattr(fts, "_PAGE", 2)
+    events: list[Event] = [MessageAppended(message=Message.user(f"needle {i}")) for i in range(7)]
+    events.append(MessageAppended(message=Message.user("tail")))
+    memory = MemoryRecord(events)
+    summarize(memory, 0, 7)
+    with SqliteRecord(tmp_path / "r.db") as sqlite:
+        for entry in memory:
+            sqlite.append(entry.event)
+        hits = search_history(sqlite, "needle", limit=10)
+        assert [h.seq for h in hits] == [6, 5, 4, 3, 2, 1, 0]
+        assert hits == search_history(memory, "needle", limit=10)

@@ -37,6 +37,7 @@ _CREATE = (
 )
 _INSERT = f"INSERT INTO {TABLE} (rowid, text) VALUES (?, ?)"
 _MAX_TAIL = 4096  # unindexed messages a reader checks one by one before it prefers memory
+_PAGE = 512  # candidate rows read at a time (the newest few hundred usually settle a search)
 
 
 def match_expression(terms: Sequence[str]) -> str:
@@ -121,20 +122,30 @@ class FtsIndex:
         Messages after the watermark (a reader's view of a writer's newest appends) come
         first, unfiltered.
         """
-        below = len(record.entries)
-        for seq in catalog.newest_first(below):
+        loaded = len(record.entries)
+        for seq in catalog.newest_first(loaded):
             if seq <= self._watermark:
                 break
             yield seq
-        conn = _connection(record)
-        assert conn is not None
-        rows = conn.execute(
-            f"SELECT rowid FROM {TABLE} WHERE {TABLE} MATCH ? AND rowid <= ? ORDER BY rowid DESC",
-            (match_expression(terms), self._watermark),
+        query = (
+            f"SELECT rowid FROM {TABLE} WHERE {TABLE} MATCH ? AND rowid <= ? "
+            f"ORDER BY rowid DESC LIMIT {_PAGE}"
         )
-        for (seq,) in rows:
-            if seq < below:
+        expression = match_expression(terms)
+        newest = min(loaded - 1, self._watermark)  # a reader may not have loaded every row
+        while newest >= 0:
+            # A page at a time, each read whole under the store's lock: no statement stays open
+            # on the shared connection while another thread's append commits.
+            with record._lock:
+                conn = _connection(record)
+                if conn is None:
+                    return
+                rows = conn.execute(query, (expression, newest)).fetchall()
+            for (seq,) in rows:
                 yield seq
+            if len(rows) < _PAGE:
+                return
+            newest = rows[-1][0] - 1
 
 
 def _read_watermark(conn: sqlite3.Connection) -> int:
