@@ -8,6 +8,8 @@ record it lives in.
 from __future__ import annotations
 
 import sqlite3
+import subprocess
+import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -376,3 +378,136 @@ def test_a_broken_table_is_an_error_not_a_fallback(tmp_path: Path) -> None:
         conn.set_authorizer(deny_reads)
         with pytest.raises(sqlite3.DatabaseError, match=TABLE):
             search_history(reader, "5432")
+
+
+_CRASH_CHILD = """
+import os, sys
+from steerable_compaction.messages import Message
+from steerable_compaction.recall import prepare_index
+from steerable_compaction.record import SqliteRecord
+from tests.test_recall import session
+
+record = SqliteRecord(sys.argv[1])
+session(record)
+prepare_index(record)
+record.append_message(Message.user("indexed in its own transaction 6060"))
+index_entry = record._on_append
+
+def crash(entry):
+    index_entry(entry)  # the message's row and its index row are written, not committed
+    os._exit(9)
+
+record._on_append = crash
+record.append_message(Message.user("never committed 7070"))
+"""
+
+
+def test_a_crash_inside_an_append_leaves_index_and_record_agreeing(tmp_path: Path) -> None:
+    """Killed between a message's index row and its commit: neither survives; the rest agree.
+
+    Every committed message is indexed, by the hook, without any catch-up.
+    """
+    path = tmp_path / "r.db"
+    done = subprocess.run(
+        [sys.executable, "-c", _CRASH_CHILD, str(path)],
+        cwd=Path(__file__).resolve().parents[1],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 9, done.stderr
+    with SqliteRecord(path, readonly=True) as reader:
+        assert [e.event.message.text for e in reader.history()][-1] == (  # type: ignore[union-attr]
+            "indexed in its own transaction 6060"
+        )
+        assert indexed_rows(path) == message_seqs(reader)
+    with SqliteRecord(path) as writer:
+        assert search_history(writer, "7070") == []
+        summarize(writer, 3, 6)
+        assert [h.seq for h in search_history(writer, "6060")] == [9]
+
+
+def test_inside_a_batch_the_first_search_does_not_attach(tmp_path: Path) -> None:
+    """In `Record.batch()`, an unattached writer answers from memory and creates no table."""
+    path = tmp_path / "r.db"
+    record = SqliteRecord(path)
+    with record:
+        with record.batch():
+            session(record)
+            assert {h.seq for h in search_history(record, "5432")} == {3, 4}
+            assert search._state(record).words is not None
+        assert record._conn is not None
+        assert record._conn.execute(
+            "SELECT count(*) FROM sqlite_master WHERE name = ?", (TABLE,)
+        ).fetchone() == (0,)
+        assert {h.seq for h in search_history(record, "5432")} == {3, 4}
+        assert indexed_rows(path) == message_seqs(record)
+
+
+def test_a_batch_indexes_its_messages_in_its_transaction(tmp_path: Path) -> None:
+    """Attached, a batch's messages are indexed with it: searchable inside it, committed with it."""
+    path = tmp_path / "r.db"
+    record = SqliteRecord(path)
+    with record:
+        session(record)
+        prepare_index(record)
+        with record.batch():
+            record.append_message(Message.user("batched 880088"))
+            assert record._conn is not None  # the batch's own connection sees its rows
+            newest = f"SELECT rowid FROM {TABLE} ORDER BY rowid DESC LIMIT 1"
+            assert record._conn.execute(newest).fetchone() == (9,)
+            summarize(record, 3, 6)
+            assert [h.seq for h in search_history(record, "880088")] == [9]
+        assert indexed_rows(path) == message_seqs(record)
+
+
+_BATCH_CRASH_CHILD = """
+import os, sys
+from steerable_compaction.messages import Message
+from steerable_compaction.recall import prepare_index
+from steerable_compaction.record import SqliteRecord
+from tests.test_recall import session
+
+record = SqliteRecord(sys.argv[1])
+session(record)
+prepare_index(record)
+with record.batch():
+    record.append_message(Message.user("lost with its batch 5151"))
+    record.append_message(Message.user("also lost"))
+    os._exit(9)
+"""
+
+
+def test_a_batch_lost_to_a_crash_leaves_no_index_rows(tmp_path: Path) -> None:
+    """A process killed inside a batch loses its entries and their index rows together."""
+    path = tmp_path / "r.db"
+    done = subprocess.run(
+        [sys.executable, "-c", _BATCH_CRASH_CHILD, str(path)],
+        cwd=Path(__file__).resolve().parents[1],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 9, done.stderr
+    with SqliteRecord(path, readonly=True) as reader:
+        assert len(reader) == 9
+        assert indexed_rows(path) == message_seqs(reader) == [0, 1, 2, 3, 4, 5, 6, 7]
+
+
+def test_candidates_are_read_a_page_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pages of candidate rows join up: the same hits as memory, across page ends."""
+    from steerable_compaction.recall import fts
+
+    monkeypatch.setattr(fts, "_PAGE", 2)
+    events: list[Event] = [MessageAppended(message=Message.user(f"needle {i}")) for i in range(7)]
+    events.append(MessageAppended(message=Message.user("tail")))
+    memory = MemoryRecord(events)
+    summarize(memory, 0, 7)
+    with SqliteRecord(tmp_path / "r.db") as sqlite:
+        for entry in memory:
+            sqlite.append(entry.event)
+        hits = search_history(sqlite, "needle", limit=10)
+        assert [h.seq for h in hits] == [6, 5, 4, 3, 2, 1, 0]
+        assert hits == search_history(memory, "needle", limit=10)

@@ -37,6 +37,7 @@ _CREATE = (
 )
 _INSERT = f"INSERT INTO {TABLE} (rowid, text) VALUES (?, ?)"
 _MAX_TAIL = 4096  # unindexed messages a reader checks one by one before it prefers memory
+_PAGE = 512  # candidate rows read at a time (the newest few hundred usually settle a search)
 
 
 def match_expression(terms: Sequence[str]) -> str:
@@ -68,8 +69,7 @@ class FtsIndex:
             return False
         try:
             if not record.readonly:
-                self._attach(record, conn)
-                return True
+                return self._attach(record, conn)
             self._watermark = _read_watermark(conn)
         except sqlite3.OperationalError as exc:
             if "no such table" not in str(exc):
@@ -78,9 +78,16 @@ class FtsIndex:
         unindexed = len(catalog.seqs) - bisect.bisect_right(catalog.seqs, self._watermark)
         return unindexed <= _MAX_TAIL
 
-    def _attach(self, record: SqliteRecord, conn: sqlite3.Connection) -> None:
+    def _attach(self, record: SqliteRecord, conn: sqlite3.Connection) -> bool:
+        """Create the table, index what it lacks and hook the appends; False inside a batch.
+
+        The table is created only outside a transaction: inside `Record.batch()` a failed
+        group would take it back while the hook stayed, and every later append would fail.
+        """
         with record._lock:  # no append may interleave with the catch-up on this connection
             if not self._attached:
+                if conn.in_transaction:
+                    return False
                 conn.execute(_CREATE)
             watermark = _read_watermark(conn)
             backlog = [
@@ -89,18 +96,23 @@ class FtsIndex:
                 if isinstance(entry.event, MessageAppended)
             ]
             if backlog:
-                conn.execute("BEGIN IMMEDIATE")
+                # A savepoint: its own transaction, or a part of an open batch's (an entry of a
+                # batch is in the database, uncommitted, once appended: indexing it there keeps
+                # the index from running ahead of the record if the batch is lost).
+                conn.execute("SAVEPOINT recall_catch_up")
                 try:
                     conn.executemany(_INSERT, backlog)
-                    conn.execute("COMMIT")
                 except BaseException:
-                    conn.execute("ROLLBACK")
+                    conn.execute("ROLLBACK TO recall_catch_up")
                     raise
+                finally:
+                    conn.execute("RELEASE recall_catch_up")
                 logger.info("indexed %d messages for history search", len(backlog))
             self._watermark = len(record.entries) - 1
             if not self._attached:
                 _install_hook(record)
                 self._attached = True
+            return True
 
     def candidates(
         self, record: SqliteRecord, terms: Sequence[str], catalog: Catalog
@@ -110,20 +122,30 @@ class FtsIndex:
         Messages after the watermark (a reader's view of a writer's newest appends) come
         first, unfiltered.
         """
-        below = len(record.entries)
-        for seq in catalog.newest_first(below):
+        loaded = len(record.entries)
+        for seq in catalog.newest_first(loaded):
             if seq <= self._watermark:
                 break
             yield seq
-        conn = _connection(record)
-        assert conn is not None
-        rows = conn.execute(
-            f"SELECT rowid FROM {TABLE} WHERE {TABLE} MATCH ? AND rowid <= ? ORDER BY rowid DESC",
-            (match_expression(terms), self._watermark),
+        query = (
+            f"SELECT rowid FROM {TABLE} WHERE {TABLE} MATCH ? AND rowid <= ? "
+            f"ORDER BY rowid DESC LIMIT {_PAGE}"
         )
-        for (seq,) in rows:
-            if seq < below:
+        expression = match_expression(terms)
+        newest = min(loaded - 1, self._watermark)  # a reader may not have loaded every row
+        while newest >= 0:
+            # A page at a time, each read whole under the store's lock: no statement stays open
+            # on the shared connection while another thread's append commits.
+            with record._lock:
+                conn = _connection(record)
+                if conn is None:
+                    return
+                rows = conn.execute(query, (expression, newest)).fetchall()
+            for (seq,) in rows:
                 yield seq
+            if len(rows) < _PAGE:
+                return
+            newest = rows[-1][0] - 1
 
 
 def _read_watermark(conn: sqlite3.Connection) -> int:

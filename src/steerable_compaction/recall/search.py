@@ -109,6 +109,18 @@ class _State:
             self.visibility = Visibility(record)
         return self.visibility
 
+    def index(self, record: Record) -> FtsIndex | WordIndex:
+        """The index that answers for `record` now, brought up to date."""
+        if isinstance(record, SqliteRecord):
+            if self.fts is None:
+                self.fts = FtsIndex()
+            if self.fts.usable(record, self.catalog):
+                return self.fts
+        if self.words is None:
+            self.words = WordIndex()
+        self.words.update(record.entries)
+        return self.words
+
 
 _STATES: weakref.WeakKeyDictionary[Record, _State] = weakref.WeakKeyDictionary()
 _STATES_LOCK = threading.Lock()
@@ -179,26 +191,15 @@ def prepare_index(record: Record) -> None:
     state = _state(record)
     with state.lock:
         state.refresh(record)
-        if isinstance(record, SqliteRecord):
-            if state.fts is None:
-                state.fts = FtsIndex()
-            if state.fts.usable(record, state.catalog):
-                return
-        if state.words is None:
-            state.words = WordIndex()
-        state.words.update(record.entries)
+        state.index(record)
 
 
 def _candidates(state: _State, record: Record, terms: tuple[str, ...]) -> Iterable[int]:
-    if isinstance(record, SqliteRecord):
-        if state.fts is None:
-            state.fts = FtsIndex()
-        if state.fts.usable(record, state.catalog):
-            return state.fts.candidates(record, terms, state.catalog)
-    if state.words is None:
-        state.words = WordIndex()
-    state.words.update(record.entries)
-    found = state.words.candidates(terms)
+    index = state.index(record)
+    if isinstance(index, FtsIndex):
+        assert isinstance(record, SqliteRecord)
+        return index.candidates(record, terms, state.catalog)
+    found = index.candidates(terms)
     if found is None:  # e.g. only punctuation: check every message (exact, and rare)
         return state.catalog.newest_first(len(record.entries))
     return found
