@@ -137,3 +137,34 @@ async def test_a_bad_history_call_is_an_error_result_not_a_crash() -> None:
     assert result.stop == "answered"
     tool_text = record.messages()[-2].text
     assert "not valid JSON" in tool_text
+
+
+async def test_the_first_compaction_prepares_the_index_so_each_append_is_indexed(
+    tmp_path: Path,
+) -> None:
+    """On a SQLite record the FTS5 table exists from the first compaction on, kept per append."""
+    import sqlite3
+
+    from steerable_compaction.record import SqliteRecord
+
+    path = tmp_path / "r.db"
+    record = SqliteRecord(path)
+    record.append_message(Message.system("s"))
+    loop = CoreLoop(ScriptedProvider([]), record, history_tokens=1000)
+    assert not loop.history_offered
+    record.append(
+        CompactionBoundary(action="compact", pre_tokens=10, post_tokens=5, replacement_count=0)
+    )
+    assert loop.history_offered
+
+    def indexed() -> int:
+        with sqlite3.connect(path) as conn:
+            tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
+            fts = next(name for name in tables if name.startswith("recall_fts"))
+            count: int = conn.execute(f"SELECT count(*) FROM {fts}").fetchone()[0]
+        return count
+
+    before = indexed()  # the table exists as soon as the session compacted
+    record.append_message(Message.user("appended after: 31337"))
+    assert indexed() == before + 1  # indexed by its own append, not at a later search
+    record.close()

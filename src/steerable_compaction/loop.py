@@ -28,7 +28,7 @@ from .hooks import (
 )
 from .messages import ContentPart, Message, TextPart, ToolCall, ToolResult
 from .providers.base import Completion, CompletionRequest, Provider, ToolSpec
-from .recall import history_tools
+from .recall import history_tools, prepare_index
 from .record import CompactionBoundary, MessageAppended, Record
 
 __all__ = ["CoreLoop", "Tool", "TurnResult"]
@@ -127,6 +127,10 @@ class CoreLoop:
                 isinstance(e.event, CompactionBoundary) for e in entries[self._scanned :]
             )
             self._scanned = len(entries)
+            if self._compacted and not self.record.readonly:
+                # Index what is there once; a SQLite writer then indexes each append in its
+                # own transaction, so no search ever has to catch up on a long session.
+                prepare_index(self.record)
         return self._compacted
 
     @property
