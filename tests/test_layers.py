@@ -36,7 +36,9 @@ LAYERS = (
     Layer(
         name="values", rank=0, prefixes=("errors", "messages", "wire", "record.events"), pure=True
     ),
-    Layer(name="record/tokens/policy", rank=1, prefixes=("record", "tokens", "policy")),
+    Layer(
+        name="record/tokens/policy", rank=1, prefixes=("record", "tokens", "policy", "spillfile")
+    ),
     Layer(name="planning", rank=2, prefixes=("compaction",), pure=True),
     Layer(name="recall", rank=3, prefixes=("recall",)),  # search over the record, for engine/loop
     Layer(

@@ -15,7 +15,6 @@ Spill runs before compaction ever sees the result; compaction can still fold the
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import secrets
@@ -25,10 +24,10 @@ from pathlib import Path
 from .errors import ConfigError
 from .hooks import PreStepAction, RequestErrorContext, RetryAction, StepContext, ToolResultContext
 from .messages import ContentPart, ImagePart, TextPart, ToolResult
+from .spillfile import SPILL_PREFIX, spill_name
 
 __all__ = ["SPILL_PREFIX", "UNSPILLED_PREFIX", "SpillHooks"]
 
-SPILL_PREFIX = "[tool output spilled: "
 UNSPILLED_PREFIX = "[tool output too large to keep whole: "
 
 logger = logging.getLogger("steerable_compaction.spill")
@@ -76,12 +75,11 @@ class SpillHooks:
         if len(text) <= self.max_chars:
             return result
         seq = len(ctx.record)  # the seq this result's message will get
-        digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
         head = self.excerpt_chars - self.excerpt_chars // 2
         tail = self.excerpt_chars // 2
         ending = text[len(text) - tail :] if tail else ""
         try:
-            path = self._write(f"{seq:010d}-{digest}", text)
+            path = self._write(seq, text)
         except (OSError, ConfigError) as exc:
             # Answer the call anyway: a lossy result beats a call left without one.
             logger.warning(
@@ -105,14 +103,14 @@ class SpillHooks:
             is_error=result.is_error,
         )
 
-    def _write(self, stem: str, text: str) -> Path:
-        """Write `text` to a new file `<stem>-<random>.txt` in the spill directory."""
+    def _write(self, seq: int, text: str) -> Path:
+        """Write `text` to a new file in the spill directory (`spillfile.spill_name`)."""
         if not os.path.lexists(self.directory):
             self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         _check_directory(self.directory)
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_NONBLOCK
         for _ in range(_ATTEMPTS):
-            path = self.directory / f"{stem}-{secrets.token_hex(4)}.txt"
+            path = self.directory / spill_name(seq, text, secrets.token_hex(4))
             try:
                 fd = os.open(path, flags, 0o600)
             except FileExistsError:

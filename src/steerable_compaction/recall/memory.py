@@ -13,6 +13,7 @@ from collections.abc import Iterator, Sequence
 
 from ..messages import Message
 from ..record import CompactionBoundary, Entry, MessageAppended, Record
+from ..spillfile import SPILL_PREFIX
 from .text import CJK, HISTORY_TOOL_NAMES, MIN_INDEXED_CHARS, searchable
 
 __all__ = ["Catalog", "Visibility", "WordIndex", "grams"]
@@ -93,7 +94,12 @@ class Visibility:
         self.entry_count = len(entries)
 
     def hidden(self, seq: int, message: Message) -> bool:
-        """Whether the raw message at `seq` is no longer visible in the projection."""
+        """Whether the raw message at `seq` is no longer visible in the projection.
+
+        A spilled tool result is never wholly visible: the transcript shows its pointer only.
+        """
+        if message.text.startswith(SPILL_PREFIX):
+            return True
         return seq not in self._own and message not in self._kept
 
 

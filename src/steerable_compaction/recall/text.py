@@ -23,6 +23,7 @@ from collections.abc import Sequence
 
 from ..errors import RecallError
 from ..messages import ImagePart, Message, TextPart, ToolCall
+from ..spillfile import SPILL_PREFIX, read_spilled
 
 __all__ = [
     "CJK",
@@ -73,7 +74,11 @@ _LENGTH_WEIGHT = 0.75
 
 
 def render(message: Message) -> str:
-    """The message as one text: what `history_read` pages and what search matches."""
+    """The message as one text: what `history_read` pages and what search matches.
+
+    A spilled tool result reads as the whole output its spill file holds (verified), not as
+    the pointer and excerpt the transcript kept.
+    """
     items: list[tuple[bool, str]] = []  # (is a line of its own, text)
     error = False
     for part in message.parts:
@@ -87,6 +92,8 @@ def render(message: Message) -> str:
             error = part.is_error
             for item in part.content:
                 text = item.text if isinstance(item, TextPart) else _image_line(item)
+                if isinstance(item, TextPart) and text.startswith(SPILL_PREFIX):
+                    text = read_spilled(text) or text
                 items.append((not isinstance(item, TextPart), text))
     out: list[str] = ["[tool error] "] if error else []
     first = len(out)
