@@ -12,7 +12,7 @@ whoever compacted.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from .hooks import CompactionOutcome
 from .messages import Message
@@ -62,27 +62,19 @@ class CompactionWriter:
         after = list(before)
         for edit in edits:
             after[edit.index] = edit.message
-        post = self.meter.preview_rewrite(before, after)
-        self.record.append(
-            CompactionBoundary(
+        return self._rewrite(
+            before,
+            after,
+            lambda post: CompactionBoundary(
                 action=action,
                 trigger=trigger,
                 pre_tokens=pre_tokens,
                 post_tokens=post,
                 replacement_count=len(edits),
                 edits=tuple(edits),
-            )
-        )
-        self.meter.rewrite(before, after)
-        return CompactionOutcome(
-            trigger=trigger,
-            written=True,
-            effective=post < self.threshold_tokens,
-            pre_tokens=pre_tokens,
-            post_tokens=post,
-            action=action,
-            summarizer_called=summarizer_called,
+            ),
             reason=reason,
+            summarizer_called=summarizer_called,
         )
 
     def open(
@@ -139,9 +131,10 @@ class CompactionWriter:
         before = list(self.record.projection.messages)
         new = tuple(replacement)
         after = [*before[:start], *new, *before[end:]]
-        post = self.meter.preview_rewrite(before, after)
-        self.record.append(
-            CompactionBoundary(
+        return self._rewrite(
+            before,
+            after,
+            lambda post: CompactionBoundary(
                 action=action,
                 trigger=trigger,
                 pre_tokens=pre_tokens,
@@ -152,17 +145,33 @@ class CompactionWriter:
                 replacement=new,
                 history=history,
                 retained=retained,
-            )
+            ),
+            reason=reason or f"replaced {end - start} messages",
+            summarizer_called=summarizer_called,
         )
+
+    def _rewrite(
+        self,
+        before: list[Message],
+        after: list[Message],
+        boundary: Callable[[int], CompactionBoundary],
+        *,
+        reason: str,
+        summarizer_called: bool,
+    ) -> CompactionOutcome:
+        """Price `after` in billed units, append `boundary(post)`, move the meter onto it."""
+        post = self.meter.preview_rewrite(before, after)
+        event = boundary(post)
+        self.record.append(event)
         self.meter.rewrite(before, after)
         return CompactionOutcome(
-            trigger=trigger,
+            trigger=event.trigger,
             written=True,
             effective=post < self.threshold_tokens,
-            pre_tokens=pre_tokens,
+            pre_tokens=event.pre_tokens,
             post_tokens=post,
-            action=action,
-            compaction_id=cid,
+            action=event.action,
+            compaction_id=event.compaction_id,
             summarizer_called=summarizer_called,
-            reason=reason or f"replaced {end - start} messages",
+            reason=reason,
         )
