@@ -245,6 +245,12 @@ class Compactor:
 
     async def _step(self, new_messages: Sequence[Message], last_prompt_tokens: int | None) -> None:
         """Record `new_messages` and run the engine's pre-step on them."""
+        await self.hooks.pre_step(self._record_step(new_messages, last_prompt_tokens))
+
+    def _record_step(
+        self, new_messages: Sequence[Message], last_prompt_tokens: int | None
+    ) -> StepContext:
+        """Record `new_messages` and the last usage; the context of the step they start."""
         if not self._turn_marked and any(m.role == "user" for m in new_messages):
             self._turn += 1
         self._turn_marked = False
@@ -253,9 +259,13 @@ class Compactor:
         for message in new_messages:
             self.record.append_message(message)
         self._round += 1
-        await self.hooks.pre_step(
-            StepContext(record=self.record, round=self._round, turn=self._turn)
-        )
+        return StepContext(record=self.record, round=self._round, turn=self._turn)
+
+    def _sync_step(self, new_messages: Sequence[Message], last_prompt_tokens: int | None) -> None:
+        """`_step` for the sync methods: the event loop only when the engine may compact."""
+        ctx = self._record_step(new_messages, last_prompt_tokens)
+        if self.hooks.quiet_step(ctx) is None:
+            self._run(self.hooks.pre_step(ctx))
 
     def _hand_out(self, given: Sequence[Message] = ()) -> list[Message]:
         """The request to send: the projection with broken tool pairs repaired (R22b).
@@ -284,7 +294,9 @@ class Compactor:
         self, messages: Sequence[Message], last_prompt_tokens: int | None = None
     ) -> list[Message]:
         """`prepare_async` for synchronous loops (not callable from a running event loop)."""
-        return self._run(self.prepare_async(messages, last_prompt_tokens))
+        self._check_no_running_loop()
+        self._sync_step(self._take_new(messages), last_prompt_tokens)
+        return self._hand_out(messages)
 
     async def recover_overflow_async(self, error: ContextOverflowError) -> list[Message]:
         """After a context-overflow error: compact and return the messages to retry with.
@@ -302,21 +314,29 @@ class Compactor:
         self, new_messages: Sequence[Message], last_prompt_tokens: int | None = None
     ) -> list[Message]:
         """`extend_async` for synchronous loops."""
-        return self._run(self.extend_async(new_messages, last_prompt_tokens))
+        self._check_no_running_loop()
+        self._sync_step(new_messages, last_prompt_tokens)
+        return self._hand_out()
 
     def recover_overflow(self, error: ContextOverflowError) -> list[Message]:
         """`recover_overflow_async` for synchronous loops."""
         return self._run(self.recover_overflow_async(error))
 
-    def _run(self, coro: Coroutine[Any, Any, _T]) -> _T:
-        """Run `coro` on this compactor's own event loop (one per compactor, not one per call)."""
+    @staticmethod
+    def _check_no_running_loop() -> None:
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            pass
-        else:
+            return
+        raise RuntimeError("called from a running event loop: use the *_async method instead")
+
+    def _run(self, coro: Coroutine[Any, Any, _T]) -> _T:
+        """Run `coro` on this compactor's own event loop (one per compactor, not one per call)."""
+        try:
+            self._check_no_running_loop()
+        except RuntimeError:
             coro.close()
-            raise RuntimeError("called from a running event loop: use the *_async method instead")
+            raise
         if self._runner is None:
             # Its own loop factory: the runner then leaves the thread's current loop alone.
             self._runner = asyncio.Runner(loop_factory=asyncio.new_event_loop)

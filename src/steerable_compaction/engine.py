@@ -23,14 +23,15 @@ from .compaction import (
     plan_merge,
     summary_message,
 )
-from .compaction.regions import REMINDER_TAG
 from .compaction.state import (
+    THRASHING_REASON,
     CircuitReason,
     EngineState,
     after_forced,
     after_pressure_compaction,
     after_summary_attempt,
     at_step,
+    compaction_thrashing_reminder,
     gate_round,
     micro_due,
     request_manual,
@@ -55,7 +56,6 @@ from .record import (
     CompactionTrigger,
     MessageAppended,
     Record,
-    Reminder,
     SummarySource,
 )
 from .record.usage import newest_usage
@@ -75,24 +75,10 @@ __all__ = [
 
 logger = logging.getLogger("steerable_compaction.engine")
 
-THRASHING_REASON = "compaction_thrashing"
 
 # A fatal 400/413/422 at >= 90 % of the window is a probable overflow in unknown words.
 PROBABLE_OVERFLOW_STATUS = frozenset({400, 413, 422})
 PROBABLE_OVERFLOW_RATIO = 0.9
-
-
-def compaction_thrashing_reminder(refills: int, window: int) -> Reminder:
-    """The `CompactionThrashingReminder` (R33): a notice for the model and the host."""
-    text = (
-        f"{REMINDER_TAG}\n"
-        f"Context compaction is thrashing: the context filled up again within {window} rounds "
-        f"of the previous compaction, {refills} times in a row, so automatic compaction is "
-        "paused. Work in smaller steps: read only what you need, prefer targeted searches to "
-        "whole files, and write down findings instead of re-reading.\n"
-        "</system-reminder>"
-    )
-    return Reminder(reason=THRASHING_REASON, message=Message.user(text))
 
 
 # -- the engine shell ---------------------------------------------------------------------------
@@ -181,8 +167,29 @@ class CompactionHooks:
 
     # -- hooks ------------------------------------------------------------------------------
 
+    def quiet_step(self, ctx: StepContext) -> PreStepAction | None:
+        """`pre_step` for a step that compacts nothing, without awaiting; `None` if it might.
+
+        Shells with no event loop at hand (the sync `Compactor.prepare`) try it first; the
+        decisions are `pre_step`'s own, which starts with it.
+        """
+        if not self._recovery_done and self.record.projection.open_brackets:
+            return None
+        state = at_step(self._state, round_=ctx.round, turn=ctx.turn)
+        if state.manual_requested or ctx.compact_requested or micro_due(state, self.policy):
+            return None
+        self.recover()  # nothing is open: this only marks recovery done
+        after, gate = gate_round(state, self.policy, self.pressure())
+        if gate in ("compact", "limit"):
+            return None
+        self._state = after
+        return PreStepAction(gate=gate)
+
     async def pre_step(self, ctx: StepContext, /) -> PreStepAction:
         """Compact when a path calls for it, then let the request go ahead."""
+        quiet = self.quiet_step(ctx)
+        if quiet is not None:
+            return quiet
         self.recover()
         self._state = at_step(self._state, round_=ctx.round, turn=ctx.turn)
         self._observe_new()

@@ -41,7 +41,12 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Literal, Protocol, TypeAlias
 
+from ..messages import Message
+from ..record.events import Reminder
+from .regions import REMINDER_TAG
+
 __all__ = [
+    "THRASHING_REASON",
     "BreakerSettings",
     "CircuitReason",
     "EngineState",
@@ -51,6 +56,7 @@ __all__ = [
     "after_summary_attempt",
     "at_step",
     "close_after_rounds",
+    "compaction_thrashing_reminder",
     "gate_round",
     "healthy",
     "micro_due",
@@ -257,3 +263,19 @@ def take_overflow_retry(state: EngineState, settings: BreakerSettings) -> Engine
 def after_summary_attempt(state: EngineState, *, failed: bool) -> EngineState:
     """Remember whether the summarizer's last call failed (planning folds first meanwhile)."""
     return replace(state, summarizer_failed=failed)
+
+
+THRASHING_REASON = "compaction_thrashing"
+
+
+def compaction_thrashing_reminder(refills: int, window: int) -> Reminder:
+    """The `CompactionThrashingReminder` (R33): a notice for the model and the host."""
+    text = (
+        f"{REMINDER_TAG}\n"
+        f"Context compaction is thrashing: the context filled up again within {window} rounds "
+        f"of the previous compaction, {refills} times in a row, so automatic compaction is "
+        "paused. Work in smaller steps: read only what you need, prefer targeted searches to "
+        "whole files, and write down findings instead of re-reading.\n"
+        "</system-reminder>"
+    )
+    return Reminder(reason=THRASHING_REASON, message=Message.user(text))
