@@ -7,6 +7,7 @@ with an underscore) may change without notice.
 from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING, Any
 
 from .compactor import Compactor
 from .engine import CompactionHooks
@@ -18,6 +19,7 @@ from .errors import (
     MessageError,
     OverflowRetriesExhaustedError,
     ProviderError,
+    RecordConnectionError,
     RecordError,
     RecordLockedError,
 )
@@ -44,6 +46,9 @@ from .retry import RetryHooks
 from .spill import SpillHooks
 from .tokens import TokenMeter, estimate_tokens
 from .wire import from_anthropic, from_openai, to_anthropic, to_openai
+
+if TYPE_CHECKING:
+    from .record.postgres import PostgresRecord
 
 try:
     __version__ = version("steerable-compaction")
@@ -73,9 +78,11 @@ __all__ = [
     "MessageAppended",
     "MessageError",
     "OverflowRetriesExhaustedError",
+    "PostgresRecord",
     "Provider",
     "ProviderError",
     "Record",
+    "RecordConnectionError",
     "RecordError",
     "RecordLockedError",
     "Reminder",
@@ -101,3 +108,12 @@ __all__ = [
     "to_anthropic",
     "to_openai",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # `PostgresRecord` needs psycopg (the `postgres` extra): imported when first named.
+    if name == "PostgresRecord":
+        from .record.postgres import PostgresRecord
+
+        return PostgresRecord
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -108,6 +108,11 @@ class Record(ABC):
         return self._path
 
     @property
+    def location(self) -> str:
+        """Where the record lives, for people: its file, `memory`, or a URL without password."""
+        return "memory" if self._path is None else str(self._path)
+
+    @property
     def readonly(self) -> bool:
         """Whether this handle may append."""
         return self._readonly
@@ -337,6 +342,5 @@ class Record(ABC):
         return len(self._entries)
 
     def __repr__(self) -> str:
-        where = "memory" if self._path is None else str(self._path)
         mode = "r" if self._readonly else "a"
-        return f"<{type(self).__name__} {where} mode={mode} entries={len(self._entries)}>"
+        return f"<{type(self).__name__} {self.location} mode={mode} entries={len(self._entries)}>"
