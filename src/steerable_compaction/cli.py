@@ -109,7 +109,7 @@ def inspect_record(record: Record, out: TextIO, *, limit: int | None = None) -> 
     kind = type(record).__name__
     compactions = record.compactions()
     out.write(
-        f"{record.path}  ({kind}, {len(record):,} events, {record.message_count:,} messages, "
+        f"{record.location}  ({kind}, {len(record):,} events, {record.message_count:,} messages, "
         f"{len(compactions)} compactions, {len(record.projection):,} messages visible)\n\n"
     )
     entries = list(record.entries)
@@ -247,7 +247,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
                 max_sessions=args.max_sessions,
             )
             print(
-                f"steerable-compaction serve: {record.path} ({record.message_count} messages), "
+                f"steerable-compaction serve: {record.location} ({record.message_count} messages), "
                 f"provider {session.provider.name}, "
                 f"window {session.policy.max_context_tokens:,}, "
                 "JSON-RPC 2.0 on stdin/stdout",
@@ -268,7 +268,9 @@ def _add_inspect(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     inspect = sub.add_parser(
         "inspect", help="print a record's events, brackets and boundaries as a table"
     )
-    inspect.add_argument("record", help="a JSONL or SQLite record file")
+    inspect.add_argument(
+        "record", help="a JSONL or SQLite record file, or postgresql://...?session=ID"
+    )
     inspect.add_argument(
         "--limit", type=int, default=None, metavar="N", help="show only the last N events"
     )
@@ -329,7 +331,9 @@ def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "serve", help="JSON-RPC 2.0 sidecar on stdin/stdout (agent.chat.send, compact, ...)"
     )
     serve.add_argument(
-        "--record", required=True, help="the session record (.jsonl, or .db for SQLite)"
+        "--record",
+        required=True,
+        help="the session record (.jsonl, .db for SQLite, or postgresql://...?session=ID)",
     )
     _provider_flags(serve)
     serve.add_argument("--harness", default=None, help="a harness YAML (default: packaged)")
