@@ -31,7 +31,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Literal, TypeAlias, get_args
+from typing import Literal, Self, TypeAlias, get_args
 
 from ..errors import RecordError
 from ..messages import Message
@@ -324,7 +324,7 @@ class Record(ABC):
     def _close(self) -> None:
         """Release the medium (called once, with the lock held)."""
 
-    def __enter__(self) -> Record:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(

@@ -35,7 +35,7 @@ try:
     import psycopg
     from psycopg import errors as pg_errors
     from psycopg.conninfo import conninfo_to_dict
-except ImportError as exc:  # pragma: no cover - the `postgres` extra is not installed
+except ImportError as exc:  # the `postgres` extra is not installed
     raise ImportError(
         "PostgresRecord needs psycopg 3: pip install 'steerable-compaction[postgres]'"
     ) from exc
@@ -261,7 +261,8 @@ class PostgresRecord(Record):
         self._url, in_url = split_session(url)
         if session is not None and in_url is not None and session != in_url:
             raise RecordError(f"two sessions named: {session!r} and the URL's {in_url!r}")
-        self._session = _check_session(session or in_url or "default")
+        named = session if session is not None else in_url
+        self._session = _check_session("default" if named is None else named)
         params = _parse(self._url)
         self._database = _describe(params)
         try:
