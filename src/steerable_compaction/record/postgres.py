@@ -243,8 +243,8 @@ class PostgresRecord(Record):
 
     _conn: psycopg.Connection[Any] | None = None
     _schema = ""
-    _in_transaction = False  # a batch's transaction is open
-    _batch_count = 0  # the session's count when the batch's transaction began
+    _in_transaction = False  # a batch's transaction is open (a hook is attached)
+    _batch_first: int | None = None  # the seq of the open batch's first entry
     _unsynced = False  # an asynchronous commit since the last synchronous one
 
     def __init__(
@@ -258,6 +258,7 @@ class PostgresRecord(Record):
         connect_timeout: float = 10.0,
     ) -> None:
         super().__init__(path=None, readonly=readonly, fsync=fsync)
+        self._queued: list[tuple[str, int, bytes]] = []  # a batch's rows, sent at its end
         self._url, in_url = split_session(url)
         if session is not None and in_url is not None and session != in_url:
             raise RecordError(f"two sessions named: {session!r} and the URL's {in_url!r}")
@@ -515,12 +516,22 @@ class PostgresRecord(Record):
             conn.execute("ROLLBACK" if to is None else f"ROLLBACK TO SAVEPOINT {to}")
 
     def _insert_in_batch(self, entry: Entry, body: bytes) -> None:
-        """Insert one entry into the batch's transaction; a failure takes back only this one."""
+        """Queue one entry for the batch's commit; hooked, insert it now in its own savepoint.
+
+        A hook must run inside the transaction once its entry is written, so with a hook the
+        batch's transaction opens at once and each entry is a savepoint: a failure takes back
+        only that entry. Without one, the rows wait and go in one pipeline when the batch ends.
+        """
+        if self._batch_first is None:
+            self._batch_first = entry.seq
+        if not self._hooked():
+            self._queued.append((self._session, entry.seq, body))
+            return
         conn = self._live()
         with self._failures(entry.seq):
             if not self._in_transaction:
                 conn.execute("BEGIN")
-                self._in_transaction, self._batch_count = True, entry.seq
+                self._in_transaction = True
             conn.execute("SAVEPOINT entry")
             try:
                 conn.execute(_INSERT, (self._session, entry.seq, body))
@@ -531,17 +542,24 @@ class PostgresRecord(Record):
             conn.execute("RELEASE SAVEPOINT entry")
 
     def _commit_batch(self, *, durable: bool) -> None:
-        """Commit the batch's transaction with the session's count, synchronously if `durable`."""
-        if not self._in_transaction:
+        """Commit the batch's rows with the session's count, synchronously if `durable`."""
+        first, self._batch_first = self._batch_first, None
+        queued, self._queued = self._queued, []
+        if first is None:
             return
-        self._in_transaction = False
+        began, self._in_transaction = self._in_transaction, False
         sync = durable and self._fsync == "every_boundary"
         conn = self._live()
         with self._failures():
             try:
-                if sync:
-                    conn.execute("SET LOCAL synchronous_commit = on")
-                cur = conn.execute(_COUNT, (len(self._entries), self._session, self._batch_count))
+                with conn.pipeline():  # one round trip for the rows and the count
+                    if not began:
+                        conn.execute("BEGIN")
+                    if sync:
+                        conn.execute("SET LOCAL synchronous_commit = on")
+                    if queued:
+                        conn.cursor().executemany(_INSERT, queued)
+                    cur = conn.execute(_COUNT, (len(self._entries), self._session, first))
                 if cur.rowcount != 1:
                     self._lost_writer()
                 conn.execute("COMMIT")
