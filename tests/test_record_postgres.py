@@ -125,6 +125,8 @@ def test_a_refused_connection_is_a_connection_error_naming_the_database() -> Non
         PostgresRecord("postgresql://me:s3cret@127.0.0.1:1/records", connect_timeout=2)
     assert "postgresql://me@127.0.0.1:1/records" in str(info.value)
     assert "s3cret" not in str(info.value)
+    with pytest.raises(RecordConnectionError, match="cannot connect"):
+        sessions("postgresql://127.0.0.1:1/records?connect_timeout=2")
 
 
 def test_without_psycopg_the_import_says_which_extra_to_install(
@@ -328,8 +330,14 @@ def test_a_changed_row_names_its_seq(url: str) -> None:
             "AND seq = 6",
             "v3 entry",
         ),
+        (
+            "UPDATE steerable_events e SET body = o.body FROM steerable_events o "
+            "WHERE e.session = %(s)s AND o.session = e.session AND o.seq + e.seq = 15 "
+            "AND e.seq IN (7, 8)",
+            "seq 8 out of order: expected 7",
+        ),
     ],
-    ids=["last-row", "count-up", "count-down", "gap", "newline", "unchecked"],
+    ids=["last-row", "count-up", "count-down", "gap", "newline", "unchecked", "swapped"],
 )
 def test_rows_lost_added_or_altered_are_found_on_open(url: str, damage: str, match: str) -> None:
     """The count taken in the rows' snapshot catches what checksums cannot: rows gone or added."""
@@ -359,6 +367,38 @@ def test_a_count_moved_by_someone_else_stops_the_writer_and_writes_nothing(url: 
         assert len(record) == 1
     rows = sql(url, "SELECT seq FROM steerable_events WHERE session = %s", params=(name,))
     assert rows == [(0,)]
+
+
+def test_a_count_moved_during_a_batch_or_a_hooked_append_stops_the_writer(url: str) -> None:
+    """The batch's commit and a hooked append check the count too, and take back their rows."""
+    name = session()
+    with PostgresRecord(url, session=name) as record:
+        with record.batch():
+            pass  # nothing to commit
+        with pytest.raises(RecordError, match="count moved"), record.batch():
+            record.append_message(Message.user("batched"))
+            sql(url, "UPDATE steerable_sessions SET events = 9 WHERE session = %s", params=(name,))
+    other = session()
+    sql(url, "CREATE TABLE IF NOT EXISTS words (session text, seq bigint)")
+    with _Hooked(url, session=other) as hooked:
+        sql(url, "UPDATE steerable_sessions SET events = 9 WHERE session = %s", params=(other,))
+        with pytest.raises(RecordError, match="count moved"):
+            hooked.append_message(Message.user("hooked"))
+    for who in (name, other):
+        rows = sql(url, "SELECT count(*) FROM steerable_events WHERE session = %s", params=(who,))
+        assert rows == [(0,)]
+
+
+def test_a_table_dropped_under_the_writer_is_a_record_error(empty: str) -> None:
+    """What the server refuses (not a broken connection) is named; nothing is kept."""
+    with PostgresRecord(empty, session="x") as record:
+        record.append_message(Message.user("one"))
+        sql(empty, "DROP TABLE steerable_events")
+        with pytest.raises(RecordError, match="the database refused") as info:
+            record.append_message(Message.user("two"))
+        assert (info.value.line, len(record)) == (1, 1)
+    with pytest.raises(RecordError, match="not a record"):
+        sessions(empty)
 
 
 def test_a_row_someone_else_inserted_is_named_and_stops_the_writer(url: str) -> None:
@@ -424,6 +464,8 @@ def test_two_processes_one_session_the_second_is_refused_another_session_is_not(
                 mine.append_message(Message.user("mine again"))
             with PostgresRecord(url, session=name, readonly=True) as reader:
                 assert texts(reader) == ["theirs"]
+            with pytest.raises(RecordLockedError):  # waiting gives up when its time is over
+                PostgresRecord(url, session=name, lock_timeout=0.05)
         finally:
             proc.kill()
     with PostgresRecord(url, session=name, lock_timeout=30) as successor:
@@ -572,6 +614,31 @@ def test_the_append_hook_runs_inside_the_entrys_transaction(url: str) -> None:
 
 
 # -- durability ------------------------------------------------------------------------------------
+
+
+def test_a_batch_holding_a_durable_event_commits_synchronously(url: str) -> None:
+    """every_boundary: a batch with a boundary in it commits with `synchronous_commit = on`."""
+    seen: list[str] = []
+    with PostgresRecord(url, session=session()) as record:
+        conn = record._conn
+        assert conn is not None
+        real = conn.execute
+
+        def spy(query: Any, *args: Any, **kw: Any) -> Any:
+            seen.append(str(query))
+            return real(query, *args, **kw)
+
+        conn.execute = spy  # type: ignore[method-assign]
+        with record.batch():
+            for event in small_session()[:8]:  # seven messages and a fold boundary
+                record.append(event)
+        assert "SET LOCAL synchronous_commit = on" in seen
+        seen.clear()
+        with record.batch():
+            record.append_message(Message.user("no boundary"))
+        assert "SET LOCAL synchronous_commit = on" not in seen
+    with PostgresRecord(url, session=record.session, readonly=True) as again:
+        assert len(again) == 9
 
 
 @pytest.mark.parametrize(
