@@ -35,6 +35,7 @@ from steerable_compaction.record import Event, FsyncPolicy, Record, SqliteRecord
 from steerable_compaction.record.postgres import PostgresRecord
 
 APPEND_TARGET = 2_000.0  # events/s, every_boundary, one append per transaction
+BATCH_TARGET = 10_000.0  # events/s, every_boundary, 50 appends per transaction
 OPEN_TARGET = 3.0  # open + project time over SQLite's
 WRITERS_TARGET = 1.0  # combined rate of the writers over one writer alone
 
@@ -126,6 +127,7 @@ class Bench:
             sqlite = best(self.repeat, partial(self._append, run, "sqlite", work))
             postgres = best(self.repeat, partial(self._append, run, "postgres", work))
             pg_rate, sq_rate = events / postgres, events / sqlite
+            target = BATCH_TARGET if batched else APPEND_TARGET
             self.say(f"  {label:<14} sqlite {sq_rate:>9,.0f} ev/s   postgres {pg_rate:>9,.0f} ev/s")
             figures.append(
                 figure(
@@ -133,8 +135,8 @@ class Bench:
                     pg_rate,
                     f"SqliteRecord, the same events and policy ({sq_rate:,.0f} ev/s)",
                     pg_rate / sq_rate,
-                    f">= {APPEND_TARGET / 1000:g}k ev/s",
-                    pg_rate >= APPEND_TARGET,
+                    f">= {target / 1000:g}k ev/s",
+                    pg_rate >= target,
                 )
             )
         return figures
