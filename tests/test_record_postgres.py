@@ -230,12 +230,16 @@ FOREIGN = [
     "body bytea NOT NULL); INSERT INTO steerable_meta VALUES ('format', 'someone else')",
     "CREATE TABLE steerable_meta (key text PRIMARY KEY, value text NOT NULL); "
     "CREATE TABLE steerable_sessions (session text PRIMARY KEY, events bigint NOT NULL); "
+    "CREATE TABLE steerable_events (session text NOT NULL, seq bigint NOT NULL, body text); "
+    f"INSERT INTO steerable_meta VALUES ('format', '{FORMAT}'), ('version', '1')",
+    "CREATE TABLE steerable_meta (key text PRIMARY KEY, value text NOT NULL); "
+    "CREATE TABLE steerable_sessions (session text PRIMARY KEY, events bigint NOT NULL); "
     "CREATE VIEW steerable_events AS SELECT session, 0::bigint AS seq, ''::bytea AS body "
     "FROM steerable_sessions",
 ]
 
 
-@pytest.mark.parametrize("foreign", FOREIGN, ids=["other", "shape", "format", "view"])
+@pytest.mark.parametrize("foreign", FOREIGN, ids=["other", "shape", "format", "columns", "view"])
 @pytest.mark.parametrize("readonly", [True, False])
 def test_a_database_that_is_not_a_record_is_refused_before_anything_is_written(
     empty: str, foreign: str, readonly: bool
