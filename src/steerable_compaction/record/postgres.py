@@ -116,11 +116,11 @@ def split_session(url: str) -> tuple[str, str | None]:
         return url, None
     parts = urlsplit(url)
     query = parse_qsl(parts.query, keep_blank_values=True)
-    sessions = [value for key, value in query if key == "session"]
-    if not sessions:
+    named = [value for key, value in query if key == "session"]
+    if not named:
         return url, None
     rest = urlencode([(key, value) for key, value in query if key != "session"], quote_via=quote)
-    return urlunsplit(parts._replace(query=rest)), sessions[-1]
+    return urlunsplit(parts._replace(query=rest)), named[-1]
 
 
 def _redact(text: str) -> str:
