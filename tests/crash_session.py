@@ -10,7 +10,8 @@ each time it is paid.
 `python -m tests.crash_session drive STORE KILLS SEED DIR [batched]` runs a longer session
 (several compactions) once cleanly, then KILLS times from an empty record, each time killed at
 a random moment: before or after any append, in the middle of one (a torn JSONL line, or inside
-the SQLite transaction), or right after the summarizer was paid. After each kill it reopens the
+the SQLite or PostgreSQL transaction), or right after the summarizer was paid. STORE `postgres`
+keeps its sessions in the database `STEERABLE_TEST_POSTGRES` names. After each kill it reopens the
 record, checks it, recovers it, finishes the session, and prints one JSON report (see `drive`).
 `batched` appends each tool round (call and result) in one `Record.batch()`.
 """
@@ -106,9 +107,21 @@ def main(path: str, paid_log: str, point: str) -> None:
 # -- random kills ----------------------------------------------------------------------------------
 
 ROUNDS = 40
-STORES: dict[str, type[JsonlRecord] | type[SqliteRecord]] = {
+
+
+def _postgres(path: Path, *, readonly: bool = False) -> Record:
+    """The session named by `path` in the database `STEERABLE_TEST_POSTGRES` names."""
+    from steerable_compaction.record.postgres import PostgresRecord
+
+    url = os.environ["STEERABLE_TEST_POSTGRES"]
+    # A killed writer's server session ends a moment after its process: wait for it to let go.
+    return PostgresRecord(url, session=str(path), readonly=readonly, lock_timeout=30)
+
+
+STORES: dict[str, Callable[..., Record]] = {
     "jsonl": JsonlRecord,
     "sqlite": SqliteRecord,
+    "postgres": _postgres,
 }
 
 
@@ -165,7 +178,7 @@ class Killer:
                 write(durable=durable)
 
             record._write = tearing  # type: ignore[method-assign]
-        if isinstance(record, SqliteRecord):
+        if not isinstance(record, JsonlRecord):  # SQLite and PostgreSQL
 
             def in_transaction(entry: Entry) -> None:
                 if self.tick():

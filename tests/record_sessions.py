@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import uuid
 import zlib
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import quote
 
 from hypothesis import strategies as st
 
@@ -16,6 +20,7 @@ from steerable_compaction.record import (
     Edit,
     Event,
     JsonlRecord,
+    MemoryRecord,
     MessageAppended,
     Record,
     Reminder,
@@ -28,6 +33,68 @@ STORES: dict[str, tuple[Factory, str]] = {
     "jsonl": (JsonlRecord, "record.jsonl"),
     "sqlite": (SqliteRecord, "record.db"),
 }
+
+
+POSTGRES_URL = os.environ.get("STEERABLE_TEST_POSTGRES") or None
+NO_POSTGRES = (
+    "STEERABLE_TEST_POSTGRES is unset: set it to a PostgreSQL URL (a database where the tests "
+    "may create and drop schemas) to run the PostgreSQL cases; .ci/run starts a server for them"
+)
+
+
+def in_schema(url: str, schema: str) -> str:
+    """`url` with the search path set to `schema`: its tables are created there."""
+    return f"{url}{'&' if '?' in url else '?'}options={quote(f'-csearch_path={schema}')}"
+
+
+def new_schema_name() -> str:
+    """A schema name no other test uses."""
+    return "steerable_test_" + uuid.uuid4().hex[:12]
+
+
+@dataclass(kw_only=True)
+class Store:
+    """One store under test: `open()` opens the same record each time, as writer or reader.
+
+    A memory record lives only in its object: its "reader" is the record its writer made.
+    """
+
+    name: str
+    cls: type[Record]
+    path: Path | None = None  # file stores: the file
+    url: str | None = None  # PostgreSQL: the database, and `session` in it
+    session: str = ""
+    memory: list[MemoryRecord] = field(default_factory=list)
+
+    @property
+    def durable(self) -> bool:
+        """Whether records outlive their handle (everything but memory)."""
+        return self.cls is not MemoryRecord
+
+    def open(self, *, readonly: bool = False, **kw: object) -> Record:
+        """The record (created if new), as its writer or a reader."""
+        make: Callable[..., Record] = self.cls
+        if self.path is not None:
+            return make(self.path, readonly=readonly, **kw)
+        if self.url is not None:
+            return make(self.url, session=self.session, readonly=readonly, **kw)
+        if readonly and self.memory:
+            return self.memory[-1]
+        self.memory.append(MemoryRecord())
+        return self.memory[-1]
+
+
+def make_store(name: str, root: Path, postgres_url: str | None = None) -> Store:
+    """The store `name` (`memory`, `jsonl`, `sqlite`, `postgres`) with a new record under `root`."""
+    if name == "memory":
+        return Store(name=name, cls=MemoryRecord)
+    if name == "postgres":
+        from steerable_compaction.record.postgres import PostgresRecord
+
+        assert postgres_url is not None
+        return Store(name=name, cls=PostgresRecord, url=postgres_url, session=str(root / name))
+    cls, filename = STORES[name]
+    return Store(name=name, cls=cls, path=root / filename)  # type: ignore[arg-type]
 
 
 def with_crc(obj: bytes) -> bytes:

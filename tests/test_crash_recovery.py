@@ -23,6 +23,7 @@ from steerable_compaction.record import (
 )
 
 from .crash_session import POLICY, SUMMARY, build
+from .record_sessions import NO_POSTGRES, POSTGRES_URL
 
 ROOT = Path(__file__).parent.parent
 
@@ -193,9 +194,18 @@ KILLS = int(os.environ.get("STEERABLE_CRASH_KILLS", "30"))
 
 @pytest.mark.slow
 @pytest.mark.parametrize("batched", [False, True], ids=["per-append", "batched"])
-@pytest.mark.parametrize("store", ["jsonl", "sqlite"])
+@pytest.mark.parametrize(
+    "store",
+    [
+        "jsonl",
+        "sqlite",
+        pytest.param(
+            "postgres", marks=pytest.mark.skipif(POSTGRES_URL is None, reason=NO_POSTGRES)
+        ),
+    ],
+)
 def test_a_writer_killed_at_random_moments_always_reopens_to_a_prefix_and_recovers(
-    tmp_path: Path, store: str, batched: bool
+    tmp_path: Path, request: pytest.FixtureRequest, store: str, batched: bool
 ) -> None:
     """R37/R38: SIGKILL at random moments of a compacting session; every reopen is clean.
 
@@ -204,15 +214,20 @@ def test_a_writer_killed_at_random_moments_always_reopens_to_a_prefix_and_recove
     open, and finishes with the clean run's message history. Summaries paid twice (a kill
     between paying the summarizer and recording its summary) are counted and printed.
     With `batched`, each tool round is one group commit (`Record.batch()`).
-    `STEERABLE_CRASH_KILLS=200` runs the long version.
+    `STEERABLE_CRASH_KILLS=200` runs the long version. PostgreSQL: the sessions live in the
+    test schema, and the kills fall inside the server's transactions too.
     """
     args = [store, str(KILLS), "7", str(tmp_path), *(["batched"] if batched else [])]
+    env = dict(os.environ)
+    if store == "postgres":
+        env["STEERABLE_TEST_POSTGRES"] = request.getfixturevalue("postgres_url")
     done = subprocess.run(
         [sys.executable, "-m", "tests.crash_session", "drive", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
         check=False,
+        env=env,
     )
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)

@@ -12,6 +12,7 @@ from steerable_compaction import (
     MessageError,
     OverflowRetriesExhaustedError,
     ProviderError,
+    RecordConnectionError,
     RecordError,
     RecordLockedError,
 )
@@ -28,6 +29,7 @@ EXAMPLES: list[CompactionError] = [
     OverflowRetriesExhaustedError(2, "prompt is too long"),
     ConfigError("OPENAI_API_KEY", None, "an API key", message="no OpenAI API key: set it"),
     RecallError("no entry with seq 9"),
+    RecordConnectionError("postgresql://u@h:5432/db?session=s: the connection broke", line=3),
 ]
 
 
@@ -60,6 +62,7 @@ def test_the_tree_matches_the_docstring() -> None:
     """Overflow is a provider error; a lock conflict is a record error; one root for all."""
     assert issubclass(ContextOverflowError, ProviderError)
     assert issubclass(RecordLockedError, RecordError)
+    assert issubclass(RecordConnectionError, RecordError)
     assert issubclass(ConversionError, MessageError)
     for error in EXAMPLES:
         assert isinstance(error, CompactionError)

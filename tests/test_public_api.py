@@ -36,12 +36,14 @@ PUBLIC = [
     "MessageError",
     "OpenAIProvider",
     "OverflowRetriesExhaustedError",
+    "PostgresRecord",
     "PreStepAction",
     "Provider",
     "ProviderError",
     "RecallError",
     "Record",
     "RecordError",
+    "RecordConnectionError",
     "RecordLockedError",
     "Reminder",
     "RequestErrorContext",
@@ -101,7 +103,7 @@ def test_importing_the_package_imports_no_sdk_and_no_simulator() -> None:
     """`import steerable_compaction` stays light: the SDKs and the simulator load on use."""
     code = (
         "import sys, steerable_compaction as s; "
-        "print(sorted(m for m in ('openai', 'anthropic', 'steerable_compaction.sim') "
+        "print(sorted(m for m in ('openai', 'anthropic', 'psycopg', 'steerable_compaction.sim') "
         "if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -7,7 +7,7 @@ import stat
 import subprocess
 import sys
 import textwrap
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -31,30 +31,57 @@ from steerable_compaction.record import (
     project,
 )
 
-from .record_sessions import STORES, Factory, event_sequences, small_session, write
+from .record_sessions import (
+    NO_POSTGRES,
+    POSTGRES_URL,
+    STORES,
+    Factory,
+    Store,
+    event_sequences,
+    make_store,
+    small_session,
+    write,
+)
 
 _tmp = settings(suppress_health_check=[HealthCheck.function_scoped_fixture], max_examples=40)
+_postgres = pytest.param(
+    "postgres", marks=pytest.mark.skipif(POSTGRES_URL is None, reason=NO_POSTGRES)
+)
 
 
-@pytest.fixture(params=sorted(STORES))
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Factory, Path]]:
-    factory, name = STORES[request.param]
-    yield factory, tmp_path / name
+def _store(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
+    url = request.getfixturevalue("postgres_url") if request.param == "postgres" else None
+    return make_store(request.param, tmp_path, url)
+
+
+@pytest.fixture(params=["memory", "jsonl", "sqlite", _postgres])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
+    """Every store: memory, JSONL, SQLite and PostgreSQL (skipped without a server)."""
+    return _store(request, tmp_path)
+
+
+@pytest.fixture(params=["jsonl", "sqlite", _postgres])
+def durable_store(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
+    """The stores whose records outlive their handle: readers, a second writer, reopening."""
+    return _store(request, tmp_path)
+
+
+def _append_all(record: Record, events: list[Event]) -> None:
+    for event in events:
+        record.append(event)
 
 
 # -- durability and reopening ---------------------------------------------------------------------
 
 
-def test_reopened_record_has_the_same_entries_and_projection(store: tuple[Factory, Path]) -> None:
+def test_reopened_record_has_the_same_entries_and_projection(store: Store) -> None:
     """R34: what was appended reads back identical, and projects identically."""
-    factory, path = store
     events = small_session()
-    with factory(path) as live:
-        for e in events:
-            live.append(e)
+    with store.open() as live:
+        _append_all(live, events)
         live_projection = live.messages()
         live_entries = list(live.entries)
-    with factory(path, readonly=True) as again:
+    with store.open(readonly=True) as again:
         assert list(again.entries) == live_entries
         assert again.messages() == live_projection == project(live_entries)
 
@@ -62,29 +89,29 @@ def test_reopened_record_has_the_same_entries_and_projection(store: tuple[Factor
 @_tmp
 @given(events=event_sequences(max_ops=25))
 def test_reopening_any_valid_session_yields_the_live_projection(
-    tmp_path_factory: pytest.TempPathFactory, events: list[Event]
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest, events: list[Event]
 ) -> None:
     """Property: for every valid event sequence, reopen(record).projection == live projection."""
     root = tmp_path_factory.mktemp("prop")
-    for factory, name in STORES.values():
-        path = root / name
-        with factory(path) as live:
-            for e in events:
-                live.append(e)
+    names = ["jsonl", "sqlite"]
+    url = None
+    if POSTGRES_URL is not None:
+        names.append("postgres")
+        url = request.getfixturevalue("postgres_url")
+    for name in names:
+        store = make_store(name, root, url)
+        with store.open() as live:
+            _append_all(live, events)
             expected = live.messages()
-        with factory(path, readonly=True) as again:
+        with store.open(readonly=True) as again:
             assert again.messages() == expected
             assert len(again) == len(events)
 
 
-def test_an_invalid_event_is_refused_before_it_reaches_the_disk(
-    store: tuple[Factory, Path],
-) -> None:
+def test_an_invalid_event_is_refused_before_it_reaches_the_disk(store: Store) -> None:
     """A bad event raises `RecordError` and writes nothing; the record stays usable."""
-    factory, path = store
-    with factory(path) as record:
-        for e in small_session():
-            record.append(e)
+    with store.open() as record:
+        _append_all(record, small_session())
         size = len(record)
         with pytest.raises(RecordError, match="unknown bracket"):
             record.append(
@@ -99,17 +126,18 @@ def test_an_invalid_event_is_refused_before_it_reaches_the_disk(
             )
         assert len(record) == size
         record.append(MessageAppended(message=Message.user("still fine")))
-    with factory(path, readonly=True) as again:
+    with store.open(readonly=True) as again:
         assert len(again) == size + 1
 
 
-def test_readonly_and_closed_records_refuse_appends(store: tuple[Factory, Path]) -> None:
+def test_readonly_and_closed_records_refuse_appends(durable_store: Store) -> None:
     """Appending to a read-only or closed handle raises `RecordError`."""
-    factory, path = store
-    write(factory, path, small_session()[:1])
-    with factory(path, readonly=True) as reader, pytest.raises(RecordError, match="read-only"):
+    store = durable_store
+    with store.open() as record:
+        _append_all(record, small_session()[:1])
+    with store.open(readonly=True) as reader, pytest.raises(RecordError, match="read-only"):
         reader.append(MessageAppended(message=Message.user("x")))
-    record = factory(path)
+    record = store.open()
     record.close()
     record.close()  # idempotent
     assert record.closed
@@ -117,17 +145,25 @@ def test_readonly_and_closed_records_refuse_appends(store: tuple[Factory, Path])
         record.append(MessageAppended(message=Message.user("x")))
 
 
-def test_opening_a_missing_record_read_only_is_an_error(store: tuple[Factory, Path]) -> None:
+def test_opening_a_missing_record_read_only_is_an_error(durable_store: Store) -> None:
     """A reader cannot open a record that does not exist, and creates nothing."""
-    factory, path = store
+    store = durable_store
     with pytest.raises(RecordError, match="no such record"):
-        factory(path, readonly=True)
-    assert not path.exists()
+        store.open(readonly=True)
+    if store.path is not None:
+        assert not store.path.exists()
+    else:
+        from steerable_compaction.record.postgres import sessions
+
+        assert store.url is not None
+        assert store.session not in sessions(store.url)
 
 
-def test_record_files_are_private_to_their_owner(store: tuple[Factory, Path]) -> None:
+@pytest.mark.parametrize("name", sorted(STORES))
+def test_record_files_are_private_to_their_owner(tmp_path: Path, name: str) -> None:
     """Records hold conversations: files are created with mode 0600."""
-    factory, path = store
+    factory, filename = STORES[name]
+    path = tmp_path / filename
     write(factory, path, small_session()[:1])
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
 
@@ -135,21 +171,19 @@ def test_record_files_are_private_to_their_owner(store: tuple[Factory, Path]) ->
 # -- one writer -----------------------------------------------------------------------------------
 
 
-def test_a_second_writer_is_refused_and_readers_are_always_allowed(
-    store: tuple[Factory, Path],
-) -> None:
+def test_a_second_writer_is_refused_and_readers_are_always_allowed(durable_store: Store) -> None:
     """One writer at a time (`RecordLockedError`); readers open alongside; close releases."""
-    factory, path = store
-    with factory(path) as writer:
+    store = durable_store
+    with store.open() as writer:
         writer.append(MessageAppended(message=Message.user("hello")))
         with pytest.raises(RecordLockedError, match="another writer"):
-            factory(path)
-        with factory(path, readonly=True) as reader:
+            store.open()
+        with store.open(readonly=True) as reader:
             assert reader.messages() == [Message.user("hello")]
         writer.append(MessageAppended(message=Message.user("again")))
-        with factory(path, readonly=True) as reader:
+        with store.open(readonly=True) as reader:
             assert len(reader) == 2
-    with factory(path) as second:
+    with store.open() as second:
         assert len(second) == 2
 
 
@@ -181,12 +215,12 @@ def test_a_writer_in_another_process_locks_out_this_one_until_it_dies(tmp_path: 
         writer.append(MessageAppended(message=Message.user("mine now")))
 
 
-def test_a_reader_refreshes_to_see_what_the_writer_appended(store: tuple[Factory, Path]) -> None:
+def test_a_reader_refreshes_to_see_what_the_writer_appended(durable_store: Store) -> None:
     """`refresh()` on a read-only handle loads entries appended since it opened."""
-    factory, path = store
-    with factory(path) as writer:
+    store = durable_store
+    with store.open() as writer:
         writer.append(MessageAppended(message=Message.user("one")))
-        with factory(path, readonly=True) as reader:
+        with store.open(readonly=True) as reader:
             writer.append(MessageAppended(message=Message.user("two")))
             writer.append(MessageAppended(message=Message.user("three")))
             assert reader.refresh() == 2
@@ -207,22 +241,22 @@ def test_a_reader_refreshes_to_see_what_the_writer_appended(store: tuple[Factory
     ],
 )
 def test_fsync_policy_decides_which_appends_are_flushed(
-    store: tuple[Factory, Path],
+    durable_store: Store,
     monkeypatch: pytest.MonkeyPatch,
     policy: str,
     expected: list[bool],
 ) -> None:
     """every_event flushes each append, every_boundary only compaction events, never none."""
-    factory, path = store
+    store = durable_store
     seen: list[bool] = []
-    original = factory._persist  # type: ignore[attr-defined]
+    original = store.cls._persist
 
-    def spy(self: Record, entry: object, *, durable: bool) -> None:
+    def spy(self: Record, entry: Entry, *, durable: bool) -> None:
         seen.append(durable)
         original(self, entry, durable=durable)
 
-    monkeypatch.setattr(factory, "_persist", spy)
-    with factory(path, fsync=policy) as record:
+    monkeypatch.setattr(store.cls, "_persist", spy)
+    with store.open(fsync=policy) as record:
         record.append(MessageAppended(message=Message.user("a")))
         record.append(MessageAppended(message=Message.user("b")))
         record.append(
@@ -252,12 +286,12 @@ def test_unknown_fsync_policy_is_rejected(tmp_path: Path) -> None:
 
 
 def test_r40_history_pages_through_raw_messages_untouched_by_compaction(
-    store: tuple[Factory, Path],
+    store: Store,
 ) -> None:
     """R40/R34: `history` pages the raw, pre-compaction messages, with their seqs."""
-    factory, path = store
-    write(factory, path, small_session())
-    with factory(path, readonly=True) as record:
+    with store.open() as record:
+        _append_all(record, small_session())
+    with store.open(readonly=True) as record:
         everything = record.history()
         assert record.message_count == len(everything) == 9
         assert [e.seq for e in everything] == [0, 1, 2, 3, 4, 5, 7, 8, 12]
@@ -288,12 +322,12 @@ def test_compactions_lists_closed_open_and_fold_rewrites_with_tokens() -> None:
     assert unclosed.boundary_seq is None
 
 
-def test_usage_survives_the_round_trip(store: tuple[Factory, Path]) -> None:
+def test_usage_survives_the_round_trip(store: Store) -> None:
     """Provider usage recorded on a reply reads back exactly."""
-    factory, path = store
     usage = Usage(prompt_tokens=10, completion_tokens=2, cached_tokens=8, cache_write_tokens=1)
-    write(factory, path, [MessageAppended(message=Message.assistant("hi"), usage=usage)])
-    with factory(path, readonly=True) as record:
+    with store.open() as record:
+        record.append(MessageAppended(message=Message.assistant("hi"), usage=usage))
+    with store.open(readonly=True) as record:
         event = record.entries[0].event
         assert isinstance(event, MessageAppended)
         assert event.usage == usage
@@ -339,16 +373,19 @@ def test_memory_record_behaves_like_the_file_stores() -> None:
 
 
 def test_text_that_is_not_valid_unicode_is_a_named_error_and_nothing_is_written(
-    store: tuple[Factory, Path],
+    durable_store: Store,
 ) -> None:
-    """A lone surrogate raises `RecordError` (not a bare UnicodeEncodeError); nothing is written."""
-    factory, path = store
-    with factory(path) as record:
+    """A lone surrogate raises `RecordError` (not a bare UnicodeEncodeError); nothing is written.
+
+    (A memory record keeps its values as they are, and writes no text.)
+    """
+    store = durable_store
+    with store.open() as record:
         record.append(MessageAppended(message=Message.user("fine")))
         with pytest.raises(RecordError, match="not valid Unicode"):
             record.append(MessageAppended(message=Message.tool("c1", "bad \udcff")))
         assert len(record) == 1
-    with factory(path, readonly=True) as again:
+    with store.open(readonly=True) as again:
         assert len(again) == 1
 
 
@@ -466,10 +503,10 @@ def test_the_append_hook_runs_inside_the_entrys_transaction(tmp_path: Path) -> N
 # -- group commit (issue 15, item 4) --------------------------------------------------------------
 
 
-def test_a_batch_reaches_readers_only_when_it_ends(store: tuple[Factory, Path]) -> None:
+def test_a_batch_reaches_readers_only_when_it_ends(durable_store: Store) -> None:
     """Appends in `batch()` are in the handle at once and on the medium when the block ends."""
-    factory, path = store
-    with factory(path) as writer, factory(path, readonly=True) as reader:
+    store = durable_store
+    with store.open() as writer, store.open(readonly=True) as reader:
         writer.append(MessageAppended(message=Message.user("before")))
         assert reader.refresh() == 1
         with writer.batch():
@@ -504,38 +541,35 @@ def test_a_batch_is_synced_once_at_its_end(
     assert calls in (["write", "fdatasync"], ["write", "fsync"])
 
 
-def test_a_batch_left_by_an_exception_is_still_committed(store: tuple[Factory, Path]) -> None:
+def test_a_batch_left_by_an_exception_is_still_committed(store: Store) -> None:
     """The appends made before the block raised are in the handle, so they are written too."""
-    factory, path = store
-    with factory(path) as record:
+    with store.open() as record:
         with pytest.raises(ZeroDivisionError), record.batch():
             record.append(MessageAppended(message=Message.user("kept")))
             _ = 1 / 0
-    with factory(path, readonly=True) as again:
+    with store.open(readonly=True) as again:
         assert [m.text for m in again.messages()] == ["kept"]
 
 
-def test_a_refused_append_in_a_batch_leaves_the_others(store: tuple[Factory, Path]) -> None:
+def test_a_refused_append_in_a_batch_leaves_the_others(store: Store) -> None:
     """An invalid event inside a batch raises and writes nothing; the rest of the batch stays."""
-    factory, path = store
-    with factory(path) as record, record.batch():
+    with store.open() as record, record.batch():
         record.append(MessageAppended(message=Message.user("one")))
         with pytest.raises(RecordError, match="unknown bracket"):
             record.append(CompactionSummary(compaction_id="ghost", summary="s"))
         with record.batch():  # nested: joins the outer group
             record.append(MessageAppended(message=Message.user("two")))
-    with factory(path, readonly=True) as again:
+    with store.open(readonly=True) as again:
         assert [m.text for m in again.messages()] == ["one", "two"]
 
 
-def test_closing_inside_a_batch_commits_it(store: tuple[Factory, Path]) -> None:
+def test_closing_inside_a_batch_commits_it(store: Store) -> None:
     """`close()` in the middle of a batch writes the group before it lets go."""
-    factory, path = store
-    record = factory(path)
+    record = store.open()
     with record.batch():
         record.append(MessageAppended(message=Message.user("in the batch")))
         record.close()
-    with factory(path, readonly=True) as again:
+    with store.open(readonly=True) as again:
         assert len(again) == 1
 
 
@@ -553,11 +587,13 @@ def test_a_hook_failing_in_a_batch_takes_back_only_its_entry(tmp_path: Path) -> 
         assert [m.text for m in again.messages()] == ["a", "b", "c again"]
 
 
+@pytest.mark.parametrize("name", sorted(STORES))
 def test_a_group_commit_to_a_deleted_file_fails_and_stops_the_writer(
-    store: tuple[Factory, Path],
+    tmp_path: Path, name: str
 ) -> None:
     """The file went away during a batch: its end raises, and later appends are refused."""
-    factory, path = store
+    factory, filename = STORES[name]
+    path = tmp_path / filename
     with factory(path) as record:
         with pytest.raises(RecordError, match="deleted or replaced"), record.batch():
             record.append(MessageAppended(message=Message.user("lost")))

@@ -25,6 +25,7 @@ from .errors import (
     OverflowRetriesExhaustedError,
     ProviderError,
     RecallError,
+    RecordConnectionError,
     RecordError,
     RecordLockedError,
 )
@@ -67,6 +68,7 @@ from .wire import from_anthropic, from_openai, to_anthropic, to_openai
 if TYPE_CHECKING:
     from .providers.anthropic import AnthropicProvider
     from .providers.openai import OpenAIProvider
+    from .record.postgres import PostgresRecord
 
 try:
     __version__ = version("steerable-compaction")
@@ -102,11 +104,13 @@ __all__ = [
     "MessageError",
     "OpenAIProvider",
     "OverflowRetriesExhaustedError",
+    "PostgresRecord",
     "PreStepAction",
     "Provider",
     "ProviderError",
     "RecallError",
     "Record",
+    "RecordConnectionError",
     "RecordError",
     "RecordLockedError",
     "Reminder",
@@ -148,4 +152,9 @@ def __getattr__(name: str) -> Any:
         from . import providers
 
         return getattr(providers, name)
+    # `PostgresRecord` needs psycopg (the `postgres` extra): imported when first named.
+    if name == "PostgresRecord":
+        from .record.postgres import PostgresRecord
+
+        return PostgresRecord
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -28,6 +28,7 @@ from .record import (
     Reminder,
     open_record,
 )
+from .record.stores import is_postgres_url
 
 __all__ = ["describe_entry", "describe_message", "inspect_record", "main"]
 
@@ -145,7 +146,7 @@ def inspect_record(record: Record, out: TextIO, *, limit: int | None = None) -> 
     kind = type(record).__name__
     compactions = record.compactions()
     out.write(
-        f"{record.path}  ({kind}, {len(record):,} events, {record.message_count:,} messages, "
+        f"{record.location}  ({kind}, {len(record):,} events, {record.message_count:,} messages, "
         f"{len(compactions)} compactions, {len(record.projection):,} messages visible)\n\n"
     )
     entries = list(record.entries)
@@ -209,9 +210,12 @@ def _open_for_reading(path: Path) -> Record:
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
-    path = _existing_record(args.record)
     chart = None if args.chart is None else _new_file(args.chart, "--chart")
-    with _open_for_reading(path) as record:
+    if is_postgres_url(args.record):
+        reading = open_record(args.record, readonly=True)
+    else:
+        reading = _open_for_reading(_existing_record(args.record))
+    with reading as record:
         inspect_record(record, sys.stdout, limit=args.limit)
         if chart is not None:
             _inspect_chart(record, chart, args)
@@ -289,7 +293,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     from .host.stdio import serve_stdio
 
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="%(name)s: %(message)s")
-    path = _new_file(args.record, "--record")
+    remote = is_postgres_url(args.record)  # a database: nothing to check or clean up on disk
+    path = None if remote else _new_file(args.record, "--record")
     tools = (
         args.tools if args.tools is not None else ("demo" if args.provider == "demo" else "none")
     )
@@ -314,13 +319,14 @@ def _cmd_serve(args: argparse.Namespace) -> int:
             harness=args.harness,
         )
 
-    with _removed_on_error(path.parent):
+    guard = contextlib.nullcontext() if path is None else _removed_on_error(path.parent)
+    with guard:
         try:
-            record = open_record(path)
+            record = open_record(args.record if path is None else path)
         except RecordLockedError:
             raise CliError(
-                f"--record {path}: another writer holds this record (one at a time): stop it "
-                "first, or read the record with `steerable-compaction inspect`"
+                f"--record {args.record}: another writer holds this record (one at a time): "
+                "stop it first, or read the record with `steerable-compaction inspect`"
             ) from None
         try:
             session = open_session(record)
@@ -338,7 +344,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
                 max_sessions=args.max_sessions,
             )
             print(
-                f"steerable-compaction serve: {record.path} ({record.message_count} messages), "
+                f"steerable-compaction serve: {record.location} ({record.message_count} messages), "
                 f"provider {session.provider.name}, "
                 f"window {session.policy.max_context_tokens:,}, "
                 "JSON-RPC 2.0 on stdin/stdout",
@@ -359,7 +365,11 @@ def _add_inspect(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     inspect = sub.add_parser(
         "inspect", help="print a record's events, brackets and boundaries as a table"
     )
-    inspect.add_argument("record", metavar="RECORD", help="a JSONL or SQLite record file")
+    inspect.add_argument(
+        "record",
+        metavar="RECORD",
+        help="a JSONL or SQLite record file, or postgresql://...?session=ID",
+    )
     inspect.add_argument(
         "--limit", type=int, default=None, metavar="N", help="show only the last N events"
     )
@@ -427,7 +437,9 @@ def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "serve", help="JSON-RPC 2.0 sidecar on stdin/stdout (agent.chat.send, compact, ...)"
     )
     serve.add_argument(
-        "--record", required=True, help="the session record (.jsonl, or .db for SQLite)"
+        "--record",
+        required=True,
+        help="the session record (.jsonl, .db for SQLite, or postgresql://...?session=ID)",
     )
     _provider_flags(serve)
     serve.add_argument(

@@ -6,7 +6,8 @@ CompactionError
 ├── MessageError                   a transcript value or wire payload is malformed (index and field)
 │   └── ConversionError            a valid message that the target wire format cannot carry
 ├── RecordError                    the record is unreadable or violates an invariant (file and line)
-│   └── RecordLockedError          another writer holds the record
+│   ├── RecordLockedError          another writer holds the record
+│   └── RecordConnectionError      the record's database is unreachable or dropped the connection
 ├── RecallError                    a history search or read that cannot be answered
 ├── ProviderError                  an adapter call failed (`.provider`, `.status_code`)
 │   └── ContextOverflowError       the request was too long; compaction may retry
@@ -30,6 +31,7 @@ __all__ = [
     "OverflowRetriesExhaustedError",
     "ProviderError",
     "RecallError",
+    "RecordConnectionError",
     "RecordError",
     "RecordLockedError",
 ]
@@ -110,6 +112,14 @@ class RecordError(CompactionError):
 
 class RecordLockedError(RecordError):
     """A second writer tried to open a record that another writer holds."""
+
+
+class RecordConnectionError(RecordError):
+    """The record's database server cannot be reached, or the connection broke.
+
+    Whatever the failed call was writing is not in the record (or is, whole, if the commit
+    reached the server just before the break): reopen the record to resume where it ends.
+    """
 
 
 class RecallError(CompactionError):

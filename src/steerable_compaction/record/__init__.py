@@ -6,6 +6,8 @@ boundary, never rewritten. The projection (what the model sees) is a pure fold o
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from .base import CompactionInfo, FsyncPolicy, Record
 from .codec import SCHEMA_VERSION, decode_entry, encode_entry
 from .events import (
@@ -29,6 +31,9 @@ from .projection import OpenBracket, Projection, project
 from .sqlite import SqliteRecord
 from .stores import open_record
 
+if TYPE_CHECKING:
+    from .postgres import PostgresRecord
+
 __all__ = [
     "SCHEMA_VERSION",
     "CompactionAbandoned",
@@ -46,6 +51,7 @@ __all__ = [
     "MemoryRecord",
     "MessageAppended",
     "OpenBracket",
+    "PostgresRecord",
     "Projection",
     "Record",
     "Reminder",
@@ -57,3 +63,12 @@ __all__ = [
     "open_record",
     "project",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # `PostgresRecord` needs psycopg (the `postgres` extra): imported when first named.
+    if name == "PostgresRecord":
+        from .postgres import PostgresRecord
+
+        return PostgresRecord
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -31,7 +31,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Literal, TypeAlias, get_args
+from typing import Literal, Self, TypeAlias, get_args
 
 from ..errors import RecordError
 from ..messages import Message
@@ -108,6 +108,11 @@ class Record(ABC):
     def path(self) -> Path | None:
         """Where the record lives (`None` for a memory record)."""
         return self._path
+
+    @property
+    def location(self) -> str:
+        """Where the record lives, for people: its file, `memory`, or a URL without password."""
+        return "memory" if self._path is None else str(self._path)
 
     @property
     def readonly(self) -> bool:
@@ -322,7 +327,7 @@ class Record(ABC):
     def _close(self) -> None:
         """Release the medium (called once, with the lock held)."""
 
-    def __enter__(self) -> Record:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(
@@ -340,6 +345,5 @@ class Record(ABC):
         return len(self._entries)
 
     def __repr__(self) -> str:
-        where = "memory" if self._path is None else str(self._path)
         mode = "r" if self._readonly else "a"
-        return f"<{type(self).__name__} {where} mode={mode} entries={len(self._entries)}>"
+        return f"<{type(self).__name__} {self.location} mode={mode} entries={len(self._entries)}>"

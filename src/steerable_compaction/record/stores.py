@@ -1,4 +1,4 @@
-"""Opening a record by what the file holds, and the stores under their historical import path.
+"""Opening a record by what it names, and the stores under their historical import path.
 
 What each fsync policy makes durable, and what a crash can lose, is told in `record.base`.
 """
@@ -21,14 +21,30 @@ __all__ = [
     "MemoryRecord",
     "Record",
     "SqliteRecord",
+    "is_postgres_url",
     "open_record",
 ]
+
+_SCHEMES = ("postgresql://", "postgres://")
+
+
+def is_postgres_url(spec: object) -> bool:
+    """Whether `spec` names a PostgreSQL database (`postgresql://...` or `postgres://...`)."""
+    return isinstance(spec, str) and spec.lower().startswith(_SCHEMES)
 
 
 def open_record(
     path: str | os.PathLike[str], *, readonly: bool = False, fsync: FsyncPolicy = "every_boundary"
 ) -> Record:
-    """Open a JSONL or SQLite record, chosen by the file's first bytes (or, if new, its suffix)."""
+    """Open a JSONL or SQLite record, chosen by the file's first bytes (or, if new, its suffix).
+
+    A `postgresql://` URL opens a `PostgresRecord` (the `postgres` extra), its session named by
+    the URL's `session=` parameter (default `"default"`).
+    """
+    if is_postgres_url(path):
+        from .postgres import PostgresRecord
+
+        return PostgresRecord(str(path), readonly=readonly, fsync=fsync)
     p = Path(path)
     kind = "jsonl"
     if p.exists():
