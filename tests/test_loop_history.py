@@ -145,6 +145,7 @@ async def test_the_first_compaction_prepares_the_index_so_each_append_is_indexed
     """On a SQLite record the FTS5 table exists from the first compaction on, kept per append."""
     import sqlite3
 
+    from steerable_compaction.recall.fts import TABLE
     from steerable_compaction.record import SqliteRecord
 
     path = tmp_path / "r.db"
@@ -159,9 +160,9 @@ async def test_the_first_compaction_prepares_the_index_so_each_append_is_indexed
 
     def indexed() -> int:
         with sqlite3.connect(path) as conn:
-            tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
-            fts = next(name for name in tables if name.startswith("recall_fts"))
-            count: int = conn.execute(f"SELECT count(*) FROM {fts}").fetchone()[0]
+            # The index table itself: FTS5 keeps shadow tables (`..._config` and others)
+            # whose row counts do not follow the appends.
+            count: int = conn.execute(f"SELECT count(*) FROM {TABLE}").fetchone()[0]
         return count
 
     before = indexed()  # the table exists as soon as the session compacted
