@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import json
 import logging
+import re
 import subprocess
 import sys
 import uuid
@@ -747,3 +748,18 @@ def test_encode_body_is_what_a_row_holds(url: str) -> None:
         entry = record.append_message(Message.user("exact"))
     rows = sql(url, "SELECT body FROM steerable_events WHERE session = %s", params=(name,))
     assert bytes(rows[0][0]) == encode_body(entry)
+
+
+def test_the_docs_example_runs_against_a_server(
+    empty: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """docs/postgres.md's Python block runs as written, its URL pointed at the test server."""
+    text = (ROOT / "docs" / "postgres.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
+    assert len(blocks) == 1
+    doc_url = 'url = "postgresql://agent:secret@db.internal:5432/agents"'
+    assert doc_url in blocks[0]
+    exec(blocks[0].replace(doc_url, f"url = {empty!r}"), {})  # the docs are ours to run
+    out = capsys.readouterr().out.splitlines()
+    assert "Fix the failing test." in out[0]
+    assert out[1] == "{'user-42/ticket-7': 1}"
