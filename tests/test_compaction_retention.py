@@ -119,3 +119,46 @@ def test_the_check_is_deterministic() -> None:
         Message.tool("c2", "The nightly job stopped with a TimeoutError in the export step."),
     ]
     assert check(messages) == check(messages)
+
+
+def test_a_key_or_code_in_capitals_is_a_stated_value() -> None:
+    """A stated value of six or more capitals (a key id, a code) is a fact; a log level is not."""
+    stated = Message.tool("c1", "# the vendor API key id is AKVDHHYVWEPX; keep in sync with ops")
+    result = check([stated])
+    assert [atom.value for atom in result.kept] == ["AKVDHHYVWEPX"]
+    assert result.kept[0].kind == "fact"
+    level = Message.tool("c2", "The log level of the nightly run is DEBUG for every worker.")
+    assert check([level]).found == 0
+
+
+def test_the_engine_keeps_the_block_within_a_share_of_the_span() -> None:
+    """However large the budget, the block stays within a share of the span.
+
+    At most a third of the span's tokens and half of what the summary freed, so a compaction
+    always shrinks what it replaces.
+    """
+    from steerable_compaction.summaries import RETAINED_SPAN_DIVISOR, SummaryWriter
+    from steerable_compaction.tokens import TokenMeter
+
+    def stated(i: int) -> Message:  # no two of one shape: a repeated shape is not retained
+        words = " ".join(["replica"] * (i % 12 + 1))
+        value = str(7 * 10 ** (3 + i // 12) + i)
+        return Message.tool(f"c{i}", f"note: the shard {words} limit is {value} today")
+
+    facts = [stated(i) for i in range(60)]
+    writer = SummaryWriter(None, TokenMeter(), timeout=None)
+    seqs = list(range(len(facts)))
+    span_tokens = sum(estimate_tokens(m) for m in facts)
+    summary = "## Current Work\nreading the shards"
+
+    def block(span: tuple[int, int], text: str = summary) -> Retention:
+        return writer.retention(facts, seqs, span, text, frozenset(), budget_tokens=10**6)
+
+    whole = block((0, len(facts)))
+    assert whole.kept and whole.dropped > 0  # the cap, not the budget, stopped it
+    assert estimate_tokens(whole.block) <= span_tokens // RETAINED_SPAN_DIVISOR
+    # A summary that frees little leaves room for less: at most half of what it freed.
+    long_summary = summary + "\n" + "shards were read one by one. " * 150
+    freed = span_tokens - estimate_tokens(long_summary) - 16
+    assert 0 < freed // 2 < span_tokens // RETAINED_SPAN_DIVISOR
+    assert estimate_tokens(block((0, len(facts)), long_summary).block) <= freed // 2

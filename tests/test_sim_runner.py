@@ -254,13 +254,15 @@ def test_eval_refuses_a_bad_harness_before_any_session(
 
 
 def test_recall_with_tools_is_measured_for_current_and_equals_recall_for_peers() -> None:
-    """`current` offers the history tools: it finds what summaries lost, at a token cost.
+    """`current` offers the history tools: it finds what the context lost, at a token cost.
 
+    On `giant_tool_output` one fact lies past the spill cut of a result larger than the window:
+    it never reaches the transcript, and only the history tools read it from the spill file.
     Peer arms keep their published behaviour (no tools): their two recalls are equal.
     """
-    current = run("heavy", "current")
+    current = run("giant_tool_output", "current")
     assert current.recall_with_tools > current.recall
     assert current.recall_with_tools == 1.0
     assert current.recall_requests == 1 and current.recall_tokens > 0
-    codex = run("heavy", "codex")
+    codex = run("giant_tool_output", "codex")
     assert codex.recall_with_tools == codex.recall and codex.recall_tokens == 0

@@ -64,6 +64,7 @@ _CLAUSES = re.compile(r"(?<=[.;!?])\s+|(?<=[\u3002\uff01\uff1f])")
 _WORD = re.compile(r"(?<!\S)[A-Za-z]{2,}[.,;:!?]?(?!\S)|[\u3040-\u30ff\u4e00-\u9fff]")
 _BULLET = re.compile(r"^(?:[-*]\s+)+")
 _DIGITS = re.compile(r"\d")
+_CODEWORD = re.compile(r"[A-Z][A-Z0-9]{5,}")  # key ids, codes: AKVDHHYVWEPX
 _NAMES = re.compile(r"[A-Za-z_]+|[\u3040-\u30ff\u4e00-\u9fff]+")
 _CODE = re.compile(
     r"^(?:\s{4,}|\t)|^(?:def|class|import|from|return|if|elif|else|for|while|try|except|with|"
@@ -124,7 +125,7 @@ def _atoms_in(clause: str) -> list[tuple[AtomKind, str, int]]:
         if stated is None:
             continue
         value = stated.group(1).rstrip(".")
-        if _DIGITS.search(value) or _IDENT.fullmatch(value):
+        if _DIGITS.search(value) or _IDENT.fullmatch(value) or _CODEWORD.fullmatch(value):
             found.append(("fact", value, stated.start(1)))
     for m in _NUMBER.finditer(clause):
         if len(_DIGITS.findall(m.group(0))) >= 3:
