@@ -162,3 +162,11 @@ def test_the_engine_keeps_the_block_within_a_share_of_the_span() -> None:
     freed = span_tokens - estimate_tokens(long_summary) - 16
     assert 0 < freed // 2 < span_tokens // RETAINED_SPAN_DIVISOR
     assert estimate_tokens(block((0, len(facts)), long_summary).block) <= freed // 2
+
+
+def test_a_short_statement_with_a_hyphenated_word_is_prose() -> None:
+    """`on-call` is one word: a three-word clause around it is a statement, not a data row."""
+    stated = Message.tool("c1", "# the on-call alias is oncall-cobalt-848; keep in sync with ops")
+    assert [atom.value for atom in check([stated]).kept] == ["oncall-cobalt-848"]
+    row = Message.tool("c2", "on-call: oncall-cobalt-848")  # a field, not a statement
+    assert check([row]).found == 0

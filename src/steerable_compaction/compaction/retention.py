@@ -61,7 +61,9 @@ _IDENT = re.compile(
 _SEPARATOR = re.compile(r"[:=\uff1a]|\b(?:is|are|was|equals)\b|为|是|は")
 _VALUE = re.compile(r"\s*([^\s,;\u3002\u3001\uff0c\uff1b]{1,60})")
 _CLAUSES = re.compile(r"(?<=[.;!?])\s+|(?<=[\u3002\uff01\uff1f])")
-_WORD = re.compile(r"(?<!\S)[A-Za-z]{2,}[.,;:!?]?(?!\S)|[\u3040-\u30ff\u4e00-\u9fff]")
+_WORD = re.compile(  # a word of prose (`on-call` is one), or a CJK character
+    r"(?<!\S)[A-Za-z]{2,}(?:-[A-Za-z]{2,})*[.,;:!?]?(?!\S)|[\u3040-\u30ff\u4e00-\u9fff]"
+)
 _BULLET = re.compile(r"^(?:[-*]\s+)+")
 _DIGITS = re.compile(r"\d")
 _CODEWORD = re.compile(r"[A-Z][A-Z0-9]{5,}")  # key ids, codes: AKVDHHYVWEPX
