@@ -20,19 +20,21 @@ from steerable_compaction.policy import (
     resolve_context_window,
 )
 
-DESKTOP = {
+DESKTOP: dict[str, object] = {
     "keep_last_messages": 6,
     "keep_last_tool_results": 2,
     "fold_excerpt_chars": 160,
     "keep_last_images": 1,
     "fold_first": False,
+    "retention_token_ratio": 0.3,
 }
-LARGE = {
+LARGE: dict[str, object] = {
     "keep_last_messages": 16,
     "keep_last_tool_results": 16,
     "fold_excerpt_chars": 4000,
     "keep_last_images": 4,
     "fold_first": True,
+    "retention_token_ratio": 0.1,
 }
 MODELS = [
     None,
@@ -57,7 +59,7 @@ def _scaled(window: int, ratio: float) -> int:
     return int(Decimal(window) * Decimal(repr(ratio)))
 
 
-def _knobs(policy: CompactionPolicy, names: dict[str, int]) -> dict[str, object]:
+def _knobs(policy: CompactionPolicy, names: dict[str, object]) -> dict[str, object]:
     return {name: getattr(policy, name) for name in names}
 
 

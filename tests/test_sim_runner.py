@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import re
+import stat
+import tempfile
 from dataclasses import replace
 from pathlib import Path
 
@@ -266,3 +269,27 @@ def test_recall_with_tools_is_measured_for_current_and_equals_recall_for_peers()
     assert current.recall_requests == 1 and current.recall_tokens > 0
     codex = run("giant_tool_output", "codex")
     assert codex.recall_with_tools == codex.recall and codex.recall_tokens == 0
+
+
+def test_a_session_that_spills_gives_the_same_figures_every_run(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Spill pointers show a path: its directory and file names are not random.
+
+    So a session's token counts (and the README's figures) do not change from run to run.
+    """
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    (tmp_path / "steerable-sim-0").mkdir()  # taken: the next number is used, never this one
+    task = build_task("giant_tool_output")
+    first = asyncio.run(run_session(task, "current"))
+    second = asyncio.run(run_session(task, "current"))
+    assert first.recall_tokens > 0  # it spilled, and the agent read the spill file
+    assert (first.prompt_tokens, first.recall_tokens) == (
+        second.prompt_tokens,
+        second.recall_tokens,
+    )
+    assert first == second
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["steerable-sim-0"]  # cleaned up
+    with runner.scratch_directory() as scratch:
+        assert scratch == str(tmp_path / "steerable-sim-1")
+        assert stat.S_IMODE(os.stat(scratch).st_mode) == 0o700

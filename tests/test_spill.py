@@ -2,13 +2,14 @@ from __future__ import annotations
 
 import stat
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from steerable_compaction import ConfigError, ImagePart, Message, TextPart, ToolResult
 from steerable_compaction.hooks import RequestErrorContext, StepContext, ToolResultContext
 from steerable_compaction.record import MemoryRecord
-from steerable_compaction.spill import SPILL_PREFIX, SpillHooks
+from steerable_compaction.spill import SPILL_PREFIX, UNSPILLED_PREFIX, SpillHooks
 
 
 def ctx(result: ToolResult, record: MemoryRecord | None = None) -> ToolResultContext:
@@ -66,7 +67,7 @@ async def test_r2_file_names_never_come_from_tool_output(tmp_path: Path) -> None
         ({"max_chars": 10, "excerpt_chars": 10}, "spill.excerpt_chars"),
     ],
 )
-def test_bad_settings_raise_config_error(tmp_path: Path, kwargs: dict[str, int], key: str) -> None:
+def test_bad_settings_raise_config_error(tmp_path: Path, kwargs: dict[str, Any], key: str) -> None:
     """Bad spill settings name the knob."""
     with pytest.raises(ConfigError) as info:
         SpillHooks(tmp_path, **kwargs)
@@ -174,3 +175,24 @@ async def test_a_result_that_cannot_be_spilled_still_answers_the_call(
         ctx(ToolResult(call_id="d", content=(TextPart(text=text),)))
     )
     assert "No space left on device" in result.text and result.call_id == "d"
+
+
+async def test_the_name_token_source_can_be_given_and_a_bad_token_still_answers(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`name_token` names the files (the simulator counts up).
+
+    A token that is not 8 lowercase hex digits is refused, and the call still gets its head and
+    tail.
+    """
+    tokens = iter(["0000002a", "../../x"])
+    hooks = SpillHooks(
+        tmp_path / "spill", max_chars=10, excerpt_chars=2, name_token=lambda: next(tokens)
+    )
+    big = ToolResult(call_id="c", content=(TextPart(text="y" * 50),))
+    first = await hooks.post_tool_result(ctx(big))
+    assert first.text.startswith(SPILL_PREFIX) and "-0000002a.txt; " in first.text
+    second = await hooks.post_tool_result(ctx(big))
+    assert second.text.startswith(UNSPILLED_PREFIX)
+    assert "spill.name_token" in caplog.text and "8 lowercase hex digits" in caplog.text
+    assert [p.name.endswith("-0000002a.txt") for p in (tmp_path / "spill").iterdir()] == [True]

@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import secrets
 import stat
+from collections.abc import Callable
 from pathlib import Path
 
 from .errors import ConfigError
@@ -32,10 +34,21 @@ UNSPILLED_PREFIX = "[tool output too large to keep whole: "
 
 logger = logging.getLogger("steerable_compaction.spill")
 _ATTEMPTS = 8  # fresh random names tried before giving up on a directory
+_TOKEN = re.compile(r"[0-9a-f]{8}")
+
+
+def random_token() -> str:
+    """8 random hex digits: the part of a spill file's name no one can guess."""
+    return secrets.token_hex(4)
 
 
 class SpillHooks:
-    """Spill tool results whose text exceeds `max_chars` into `directory`."""
+    """Spill tool results whose text exceeds `max_chars` into `directory`.
+
+    `name_token` gives the 8 hex digits of each file name (`random_token` by default). Pass a
+    deterministic one only where reproducible names matter more than unguessable ones (the
+    simulator does, so its token counts do not vary from run to run).
+    """
 
     def __init__(
         self,
@@ -43,6 +56,7 @@ class SpillHooks:
         *,
         max_chars: int = 40_000,
         excerpt_chars: int = 2_000,
+        name_token: Callable[[], str] = random_token,
     ) -> None:
         for key, value, low in (
             ("spill.max_chars", max_chars, 1),
@@ -55,6 +69,7 @@ class SpillHooks:
                 "spill.excerpt_chars", excerpt_chars, f"less than max_chars ({max_chars})"
             )
         self.directory = Path(directory)
+        self.name_token = name_token
         self.max_chars = max_chars
         self.excerpt_chars = excerpt_chars
         if os.path.lexists(self.directory):
@@ -110,7 +125,10 @@ class SpillHooks:
         _check_directory(self.directory)
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_NONBLOCK
         for _ in range(_ATTEMPTS):
-            path = self.directory / spill_name(seq, text, secrets.token_hex(4))
+            token = self.name_token()
+            if not isinstance(token, str) or _TOKEN.fullmatch(token) is None:
+                raise ConfigError("spill.name_token", token, "8 lowercase hex digits")
+            path = self.directory / spill_name(seq, text, token)
             try:
                 fd = os.open(path, flags, 0o600)
             except FileExistsError:

@@ -14,6 +14,7 @@ This module holds the shared plumbing and the in-house arms (`none`, `naive`, `f
 from __future__ import annotations
 
 import copy
+import itertools
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -341,7 +342,8 @@ def build_current(ctx: ArmContext) -> BuiltArm:
 
     Pressure compaction (the warm-prefix summary with the turn provider as the summarizer,
     images replayed; the policy's `fold_first` puts a fold before it), spill of oversized
-    results, retry; only the spill directory is moved to the run's scratch directory.
+    results, retry; only the spill directory is moved to the run's scratch directory, and its
+    file names count up instead of being random, so a session's token counts are reproducible.
     `eval --harness FILE` runs a harness of your own here.
     """
     if ctx.harness is None:
@@ -360,6 +362,9 @@ def build_current(ctx: ArmContext) -> BuiltArm:
         tools=ctx.tools,
         env={},
     )
+    if harness.spill is not None:  # names that do not vary from run to run (see SpillHooks)
+        counter = itertools.count()
+        harness.spill.name_token = lambda: f"{next(counter):08x}"
     return BuiltArm(loop=harness.loop, policy=harness.policy, trace_policy=harness.policy)
 
 

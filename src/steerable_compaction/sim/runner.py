@@ -14,9 +14,12 @@ output of every command the agent typed as the next user message, one `run_turn`
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import itertools
 import os
+import shutil
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -225,6 +228,29 @@ class _AssistantWatch:
             self.count += 1
 
 
+@contextlib.contextmanager
+def scratch_directory() -> Iterator[str]:
+    """A new private directory for one session's files, removed afterwards.
+
+    Its name is the first free `steerable-sim-N` in the temporary directory rather than a random
+    one: spill pointers show the path, and a random name would change the session's token counts
+    (and so its figures) from one run to the next. `os.mkdir` never reuses or follows what is
+    already there, so concurrent runs take different numbers.
+    """
+    root = Path(tempfile.gettempdir())
+    for n in itertools.count():
+        path = root / f"steerable-sim-{n}"
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:
+            continue
+        break
+    try:
+        yield os.fspath(path)
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
 async def run_session(
     task: Task,
     arm: str,
@@ -260,7 +286,7 @@ async def run_session(
         record.append_message(written)
     policy = resolve_compaction_policy(model, task.window)
     death: str | None = None
-    with tempfile.TemporaryDirectory(prefix="steerable-sim-") as scratch:
+    with scratch_directory() as scratch:
         ctx = ArmContext(
             record=record,
             provider=provider,
