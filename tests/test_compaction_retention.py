@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from steerable_compaction import Message
 from steerable_compaction.compaction.provenance import history_ref, parse_history_refs
 from steerable_compaction.compaction.retention import (
@@ -170,3 +172,27 @@ def test_a_short_statement_with_a_hyphenated_word_is_prose() -> None:
     assert [atom.value for atom in check([stated]).kept] == ["oncall-cobalt-848"]
     row = Message.tool("c2", "on-call: oncall-cobalt-848")  # a field, not a statement
     assert check([row]).found == 0
+
+
+def test_minified_code_escaped_json_and_numbered_listings_are_not_statements() -> None:
+    """Real tool output yields no clause of code or escaped text.
+
+    The benchmark corpora, read as 3,000-character results: a minified bundle, transcripts saved
+    as JSON (files and diffs inside escaped strings); and a `cat -n` listing.
+    """
+    corpora = Path(__file__).resolve().parent.parent / "benchmarks" / "corpora"
+
+    def results(name: str) -> list[Message]:
+        text = (corpora / name).read_text(encoding="utf-8")[:60_000]
+        return [Message.tool(f"c{i}", text[i : i + 3000]) for i in range(0, len(text), 3000)]
+
+    assert check(results("minified_js.txt"), budget=5000).found == 0
+    for name in ("transcript_en.json", "transcript_ja.json", "transcript_zh.json"):
+        kept = check(results(name), budget=5000).kept
+        assert not [a.clause for a in kept if "\\n" in a.clause or "def " in a.clause], name
+    numbered = Message.tool(
+        "c3", "  42\t        raise ValueError(f'entry of {size} bytes exceeds the limit of 4096')"
+    )
+    assert check([numbered]).found == 0
+    prose = Message.tool("c4", "The queue drains at most 4096 jobs per run, as configured.")
+    assert [atom.value for atom in check([prose]).kept] == ["4096"]

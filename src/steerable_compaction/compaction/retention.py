@@ -9,16 +9,17 @@ budget. No LLM is called: the same span and summary always give the same block.
 
 Salience is generic: an error name or a stated fact beats a bare number; a statement (a clause
 with words around its value) beats a data row; source code is worth little (it can be read
-again from its file; comments are prose and count in full); a clause whose shape repeats (log
-lines, table rows, a file's function signatures) is worth little; the user's words count more
-than tool output; newer beats older.
+again from its file; comments are prose and count in full), and a clause dense with brackets,
+quotes and operators (minified code, escaped JSON) is not a statement; a clause whose shape
+repeats (log lines, table rows, a file's function signatures) is worth little; the user's words
+count more than tool output; newer beats older.
 """
 
 from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
@@ -73,6 +74,9 @@ _CODE = re.compile(
     r"const|let|var|function|func|fn|pub|public|private|static|async|await)\b|[{};:,(]\s*$"
 )
 
+_LINE_NUMBER = re.compile(r"^\s*\d+(?:\t|\s{2,}|[:|\u2192]\s*)")  # `cat -n`, `grep -n`, editors
+_SYMBOLS = re.compile(r"[{}\[\]()<>;=|&\\\"`$]")
+_DENSE = 0.12  # more of these per character than this: code or escaped data, not a statement
 _CLAUSE_CHARS = 200
 
 
@@ -150,6 +154,15 @@ def _speaker(message: Message) -> str | None:
     return None  # the agent's own words and system text are not checked
 
 
+def _lines(text: str) -> Iterator[str]:
+    """The lines of `text`; a line holding escaped newlines (a JSON string) is split at them."""
+    for line in text.split("\n"):
+        if line.count("\\n") >= 2:
+            yield from line.split("\\n")
+        else:
+            yield line
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class _Clause:
     """One clause of the span: where it stands, who said it, and what it looks like."""
@@ -170,8 +183,8 @@ def _clauses(
         speaker = None if i in skip else _speaker(messages[i])
         if speaker is None:
             continue
-        for line in messages[i].text.split("\n"):
-            code = speaker == "tool" and bool(_CODE.search(line))
+        for line in _lines(messages[i].text):
+            code = speaker == "tool" and bool(_CODE.search(_LINE_NUMBER.sub("", line, count=1)))
             refs = HISTORY_REF.findall(line)
             origin = int(refs[0][0]) if refs else None
             line = _BULLET.sub("", HISTORY_REF.sub("", line)).strip()
@@ -206,6 +219,10 @@ def _candidates(
         prose = len(_WORD.findall(clause.text)) >= 4
         if not atoms or clause.code or not prose or shapes[_shape(clause.text)] >= 3:
             continue
+        if len(clause.text) >= 40 and len(_SYMBOLS.findall(clause.text)) > _DENSE * len(
+            clause.text
+        ):
+            continue  # minified code, escaped JSON: symbols everywhere, words in between
         base = _ROLE_WEIGHT[clause.speaker] * (0.7 + 0.3 * (clause.index - start) / span_length)
         kind, value, at = max(atoms, key=lambda a: _KIND_WEIGHT[a[0]])
         score = base * (_KIND_WEIGHT[kind] + 0.2 * (len({a[1] for a in atoms}) - 1))
