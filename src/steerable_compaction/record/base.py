@@ -27,14 +27,15 @@ from __future__ import annotations
 import contextlib
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Literal, Self, TypeAlias, get_args
+from typing import Any, Literal, Self, TypeAlias, get_args
 
 from ..errors import RecordError
 from ..messages import Message
+from .codec import SCHEMA_VERSION, decode_entry
 from .events import (
     CompactionAbandoned,
     CompactionBoundary,
@@ -44,6 +45,7 @@ from .events import (
     Event,
     MessageAppended,
 )
+from .fast import message_entry
 from .projection import Projection
 
 __all__ = ["CompactionInfo", "FsyncPolicy", "Record"]
@@ -291,6 +293,37 @@ class Record(ABC):
         self._entries.append(entry)
         if isinstance(entry.event, MessageAppended):
             self._message_entries.append(entry)
+
+    def _ingest(self, objs: Iterator[Any], check_version: Callable[[int], None]) -> None:
+        """Decode parsed entries in order and take them in; `check_version(v)` vets each one.
+
+        Plain messages reach the projection in runs (one `extend` each), the rest one by one.
+        Raises `RecordError` with the reason only (the store says where) and lets the
+        `RecursionError` of a deeply nested entry through; what was taken in before stays.
+        """
+        entries, projection = self._entries, self._projection
+        seqs: list[int] = []
+        run: list[Message] = []  # plain messages not yet in the projection
+        try:
+            for obj in objs:
+                entry = message_entry(obj, SCHEMA_VERSION)
+                if entry is None:
+                    projection.extend(seqs, run)
+                    seqs, run = [], []
+                    entry = decode_entry(obj, projection_len=len(projection))
+                if entry.seq != len(entries):
+                    raise RecordError(f"seq {entry.seq} out of order: expected {len(entries)}")
+                check_version(obj["v"])
+                event = entry.event
+                if type(event) is MessageAppended and event.usage is None:
+                    seqs.append(entry.seq)
+                    run.append(event.message)
+                    entries.append(entry)
+                    self._message_entries.append(entry)
+                else:
+                    self._accept(entry)
+        finally:
+            projection.extend(seqs, run)
 
     @abstractmethod
     def _persist(self, entry: Entry, *, durable: bool) -> None:

@@ -20,11 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import RecordError, RecordLockedError
-from ..messages import Message
 from .base import FsyncPolicy, Record
-from .codec import CHECKED_SINCE, SCHEMA_VERSION, decode_entry
-from .events import MessageAppended
-from .fast import message_entry
+from .codec import CHECKED_SINCE
 
 __all__ = ["FileRecord", "bulk_load", "fsync_dir", "identity", "lock_writer", "sync"]
 
@@ -177,35 +174,22 @@ class FileRecord(Record):
         `objs` may raise `RecordError` whose `line` is a 1-based index into it. Plain messages
         reach the projection in runs (one `extend` each), the rest one by one.
         """
-        entries, messages, projection = self._entries, self._message_entries, self._projection
+        entries = self._entries
         before, checked, unchecked = len(entries), self._checked, 0
-        seqs: list[int] = []
-        run: list[Message] = []  # plain messages not yet in the projection
+
+        def check_version(version: int) -> None:
+            nonlocal checked, unchecked
+            if version >= CHECKED_SINCE:
+                checked = True
+            elif checked:
+                raise RecordError(
+                    f"a v{version} entry after checksummed ones: the record was altered"
+                )
+            else:
+                unchecked += 1
+
         try:
-            for obj in objs:
-                entry = message_entry(obj, SCHEMA_VERSION)
-                if entry is None:
-                    projection.extend(seqs, run)
-                    seqs, run = [], []
-                    entry = decode_entry(obj, projection_len=len(projection))
-                if entry.seq != len(entries):
-                    raise RecordError(f"seq {entry.seq} out of order: expected {len(entries)}")
-                if obj["v"] >= CHECKED_SINCE:
-                    checked = True
-                elif checked:
-                    raise RecordError(
-                        f"a v{obj['v']} entry after checksummed ones: the record was altered"
-                    )
-                else:
-                    unchecked += 1
-                event = entry.event
-                if type(event) is MessageAppended and event.usage is None:
-                    seqs.append(entry.seq)
-                    run.append(event.message)
-                    entries.append(entry)
-                    messages.append(entry)
-                else:
-                    self._accept(entry)
+            self._ingest(objs, check_version)
         except RecordError as exc:
             line = where(len(entries) - before if exc.line is None else exc.line - 1)
             raise RecordError(exc.reason, path=self.file, line=line) from None
@@ -214,7 +198,6 @@ class FileRecord(Record):
                 "an entry nested too deeply", path=self.file, line=where(len(entries) - before)
             ) from None
         finally:
-            projection.extend(seqs, run)
             self._checked, self._unchecked = checked, self._unchecked + unchecked
 
     def _check_identity(self) -> None:

@@ -41,11 +41,9 @@ except ImportError as exc:  # the `postgres` extra is not installed
     ) from exc
 
 from ..errors import RecordConnectionError, RecordError, RecordLockedError
-from ..messages import Message
 from .base import FsyncPolicy, Record
-from .codec import CHECKED_SINCE, SCHEMA_VERSION, decode_entry, encode_body, iter_lines, iter_rows
-from .events import Entry, MessageAppended
-from .fast import message_entry
+from .codec import CHECKED_SINCE, encode_body, iter_lines, iter_rows
+from .events import Entry
 from .files import bulk_load
 from .stores import is_postgres_url
 
@@ -412,34 +410,17 @@ class PostgresRecord(Record):
 
     def _load(self, objs: Iterator[Any]) -> None:
         """Decode entries in order into the record; plain messages reach the projection in runs."""
-        entries, projection = self._entries, self._projection
-        seqs: list[int] = []
-        run: list[Message] = []
+
+        def check_version(version: int) -> None:
+            if version < CHECKED_SINCE:
+                raise RecordError(f"a v{version} entry, where this store writes only v4")
+
         try:
-            for obj in objs:
-                entry = message_entry(obj, SCHEMA_VERSION)
-                if entry is None:
-                    projection.extend(seqs, run)
-                    seqs, run = [], []
-                    entry = decode_entry(obj, projection_len=len(projection))
-                if entry.seq != len(entries):
-                    raise RecordError(f"seq {entry.seq} out of order: expected {len(entries)}")
-                if obj["v"] < CHECKED_SINCE:
-                    raise RecordError(f"a v{obj['v']} entry, where this store writes only v4")
-                event = entry.event
-                if type(event) is MessageAppended and event.usage is None:
-                    seqs.append(entry.seq)
-                    run.append(event.message)
-                    entries.append(entry)
-                    self._message_entries.append(entry)
-                else:
-                    self._accept(entry)
+            self._ingest(objs, check_version)
         except RecordError as exc:
-            raise self._error(exc.reason, line=len(entries)) from None
+            raise self._error(exc.reason, line=len(self._entries)) from None
         except RecursionError:
-            raise self._error("an entry nested too deeply", line=len(entries)) from None
-        finally:
-            projection.extend(seqs, run)
+            raise self._error("an entry nested too deeply", line=len(self._entries)) from None
 
     def refresh(self) -> int:
         """Read entries the session's writer appended since this (read-only) handle loaded."""
