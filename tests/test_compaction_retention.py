@@ -129,8 +129,9 @@ def test_a_key_or_code_in_capitals_is_a_stated_value() -> None:
     result = check([stated])
     assert [atom.value for atom in result.kept] == ["AKVDHHYVWEPX"]
     assert result.kept[0].kind == "fact"
-    level = Message.tool("c2", "The log level of the nightly run is DEBUG for every worker.")
-    assert check([level]).found == 0
+    for word in ("DEBUG", "WARNING", "RUNNING", "IMPORTANT"):  # words in capitals, not codes
+        level = Message.tool("c2", f"The log level of the nightly run is {word} for every worker.")
+        assert check([level]).found == 0, word
 
 
 def test_the_engine_keeps_the_block_within_a_share_of_the_span() -> None:
@@ -190,9 +191,18 @@ def test_minified_code_escaped_json_and_numbered_listings_are_not_statements() -
     for name in ("transcript_en.json", "transcript_ja.json", "transcript_zh.json"):
         kept = check(results(name), budget=5000).kept
         assert not [a.clause for a in kept if "\\n" in a.clause or "def " in a.clause], name
-    numbered = Message.tool(
-        "c3", "  42\t        raise ValueError(f'entry of {size} bytes exceeds the limit of 4096')"
-    )
-    assert check([numbered]).found == 0
+    for number in ("  42\t", "    42\u2192", "42:", "  42  "):  # cat -n, editors, grep -n, nl
+        numbered = Message.tool(
+            "c3",
+            number + "        raise ValueError(f'entry of {size} bytes exceeds the limit 4096')",
+        )
+        assert check([numbered]).found == 0, number
+    # Escaped `\r\n` splits lines too, and leaves no `\r` behind in what is kept.
+    crlf = Message.tool("c5", '{"out": "ok\\r\\nthe service port is 8080 on this host\\r\\nend"}')
+    assert [a.clause for a in check([crlf]).kept] == ["the service port is 8080 on this host"]
     prose = Message.tool("c4", "The queue drains at most 4096 jobs per run, as configured.")
     assert [atom.value for atom in check([prose]).kept] == ["4096"]
+    # Symbols are counted against tool output only: the user's own instruction stays a fact.
+    said = 'Set `API_TOKEN` to "tok-5521" and `REGION` to "eu-west-3" (not "us-east-1") first.'
+    assert check([Message.user(said)]).found == 1
+    assert check([Message.tool("c6", said)]).found == 0

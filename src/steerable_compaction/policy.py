@@ -186,7 +186,7 @@ class CompactionPolicy:
     tail_token_ratio: float = 0.25
     keep_user_messages_ratio: float = 0.125
     summary_chain_ratio: float = 0.0
-    retention_token_ratio: float = 0.3
+    retention_token_ratio: float = _DESKTOP.retention_token_ratio
     recompact_margin_ratio: float = 0.1
     micro_compact_interval_rounds: int = 0
     rapid_refill_window_rounds: int = 3

@@ -67,14 +67,16 @@ _WORD = re.compile(  # a word of prose (`on-call` is one), or a CJK character
 )
 _BULLET = re.compile(r"^(?:[-*]\s+)+")
 _DIGITS = re.compile(r"\d")
-_CODEWORD = re.compile(r"[A-Z][A-Z0-9]{5,}")  # key ids, codes: AKVDHHYVWEPX
+_CODEWORD = re.compile(r"[A-Z][A-Z0-9]{5,}")  # key ids, codes: AKVDHHYVWEPX (see `_is_code`)
+_VOWELS = re.compile(r"[AEIOU]")
 _NAMES = re.compile(r"[A-Za-z_]+|[\u3040-\u30ff\u4e00-\u9fff]+")
 _CODE = re.compile(
     r"^(?:\s{4,}|\t)|^(?:def|class|import|from|return|if|elif|else|for|while|try|except|with|"
     r"const|let|var|function|func|fn|pub|public|private|static|async|await)\b|[{};:,(]\s*$"
 )
 
-_LINE_NUMBER = re.compile(r"^\s*\d+(?:\t|\s{2,}|[:|\u2192]\s*)")  # `cat -n`, `grep -n`, editors
+_LINE_NUMBER = re.compile(r"^\s*\d+(?:\t| {2}|[:|\u2192])")  # `cat -n`, `grep -n`, editors
+_ESCAPED_NEWLINE = re.compile(r"(?:\\r)?\\n")  # `\r\n` or `\n` written out in a JSON string
 _SYMBOLS = re.compile(r"[{}\[\]()<>;=|&\\\"`$]")
 _DENSE = 0.12  # more of these per character than this: code or escaped data, not a statement
 _CLAUSE_CHARS = 200
@@ -131,7 +133,7 @@ def _atoms_in(clause: str) -> list[tuple[AtomKind, str, int]]:
         if stated is None:
             continue
         value = stated.group(1).rstrip(".")
-        if _DIGITS.search(value) or _IDENT.fullmatch(value) or _CODEWORD.fullmatch(value):
+        if _DIGITS.search(value) or _IDENT.fullmatch(value) or _is_code(value):
             found.append(("fact", value, stated.start(1)))
     for m in _NUMBER.finditer(clause):
         if len(_DIGITS.findall(m.group(0))) >= 3:
@@ -139,6 +141,14 @@ def _atoms_in(clause: str) -> list[tuple[AtomKind, str, int]]:
     for m in _IDENT.finditer(clause):
         found.append(("identifier", m.group(0), m.start()))
     return found
+
+
+def _is_code(value: str) -> bool:
+    """Whether `value` is a code in capitals (a key id), not a word in capitals (`WARNING`).
+
+    Words keep about two vowels in five; random capitals (`AKVDHHYVWEPX`) far fewer.
+    """
+    return _CODEWORD.fullmatch(value) is not None and len(_VOWELS.findall(value)) < len(value) / 4
 
 
 def _shape(clause: str) -> str:
@@ -158,7 +168,7 @@ def _lines(text: str) -> Iterator[str]:
     """The lines of `text`; a line holding escaped newlines (a JSON string) is split at them."""
     for line in text.split("\n"):
         if line.count("\\n") >= 2:
-            yield from line.split("\\n")
+            yield from _ESCAPED_NEWLINE.split(line)
         else:
             yield line
 
@@ -219,8 +229,10 @@ def _candidates(
         prose = len(_WORD.findall(clause.text)) >= 4
         if not atoms or clause.code or not prose or shapes[_shape(clause.text)] >= 3:
             continue
-        if len(clause.text) >= 40 and len(_SYMBOLS.findall(clause.text)) > _DENSE * len(
-            clause.text
+        if (
+            clause.speaker == "tool"
+            and len(clause.text) >= 40
+            and len(_SYMBOLS.findall(clause.text)) > _DENSE * len(clause.text)
         ):
             continue  # minified code, escaped JSON: symbols everywhere, words in between
         base = _ROLE_WEIGHT[clause.speaker] * (0.7 + 0.3 * (clause.index - start) / span_length)

@@ -234,8 +234,9 @@ def scratch_directory() -> Iterator[str]:
 
     Its name is the first free `steerable-sim-N` in the temporary directory rather than a random
     one: spill pointers show the path, and a random name would change the session's token counts
-    (and so its figures) from one run to the next. `os.mkdir` never reuses or follows what is
-    already there, so concurrent runs take different numbers.
+    (and so its figures) from one run to the next. The path itself still counts: another
+    `TMPDIR` can shift the figures slightly. `os.mkdir` never reuses or follows what is already
+    there, so concurrent runs take different numbers.
     """
     root = Path(tempfile.gettempdir())
     for n in itertools.count():
