@@ -30,6 +30,7 @@ from pathlib import Path
 import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _figures
 from record import BOUNDARY_EVERY, append_all, append_batched, best, fresh, session_events
 from steerable_compaction.record import Event, FsyncPolicy, Record, SqliteRecord
 from steerable_compaction.record.postgres import PostgresRecord
@@ -74,18 +75,7 @@ print(time.perf_counter() - imported, visible)
 """
 
 
-def figure(
-    name: str, value: float, baseline: str, ratio: float, target: str, ok: bool
-) -> dict[str, object]:
-    return {
-        "benchmark": "postgres",
-        "figure": name,
-        "value": round(value, 3),
-        "baseline": baseline,
-        "ratio": round(ratio, 3),
-        "target": target,
-        "ok": ok,
-    }
+figure = partial(_figures.figure, "postgres")
 
 
 class Bench:

@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import time
 from collections.abc import Callable, Iterator
 from typing import Any, Literal
 
+import _figures
 from steerable_compaction import Message, ToolCall, estimate_tokens, resolve_compaction_policy
 from steerable_compaction.compaction import SummaryNeeded, plan_compaction
 from steerable_compaction.compactor import Compactor
@@ -180,18 +182,7 @@ def pass_probes(
     }, tokens
 
 
-def figure(
-    name: str, value: float, baseline: str, ratio: float, target: str, ok: bool
-) -> dict[str, Any]:
-    return {
-        "benchmark": "pre_step",
-        "figure": name,
-        "value": round(value, 3),
-        "baseline": baseline,
-        "ratio": round(ratio, 3),
-        "target": target,
-        "ok": ok,
-    }
+figure = functools.partial(_figures.figure, "pre_step")
 
 
 def measure() -> Iterator[tuple[str, dict[str, Any]]]:

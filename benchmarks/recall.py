@@ -38,6 +38,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import _figures
 from steerable_compaction import Message, ToolCall
 from steerable_compaction.recall import hidden_seqs, prepare_index, search_history
 from steerable_compaction.recall.text import matches, normalize, parse_query, searchable
@@ -168,16 +169,7 @@ def brute_force(record: Record, query: str) -> int:
     return count
 
 
-def figure(name: str, value: float, baseline: str, ratio: float, target: str, ok: bool) -> Any:
-    return {
-        "benchmark": "recall",
-        "figure": name,
-        "value": round(value, 3),
-        "baseline": baseline,
-        "ratio": round(ratio, 4),
-        "target": target,
-        "ok": ok,
-    }
+figure = functools.partial(_figures.figure, "recall", ratio_digits=4)
 
 
 def search_figures(messages: int, tmp: Path) -> Iterator[tuple[str, dict[str, Any]]]:

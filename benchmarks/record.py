@@ -27,6 +27,7 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
+import _figures
 from steerable_compaction import Message, ToolCall
 from steerable_compaction.record import (
     CompactionBoundary,
@@ -180,18 +181,7 @@ def json_floor_in_fresh_process(path: Path) -> float:
     return float(out)
 
 
-def figure(
-    name: str, value: float, baseline: str, ratio: float, target: str, ok: bool
-) -> dict[str, object]:
-    return {
-        "benchmark": "record",
-        "figure": name,
-        "value": round(value, 3),
-        "baseline": baseline,
-        "ratio": round(ratio, 3),
-        "target": target,
-        "ok": ok,
-    }
+figure = partial(_figures.figure, "record")
 
 
 def measure_appends(

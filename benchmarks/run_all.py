@@ -23,8 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from _figures import KEYS
+
 HERE = Path(__file__).resolve().parent
-KEYS = ("benchmark", "figure", "value", "baseline", "ratio", "target", "ok")
 
 
 @dataclass

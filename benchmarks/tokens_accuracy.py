@@ -20,6 +20,7 @@ templates give them. Providers' own templates differ by a few tokens per message
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import re
 import sys
@@ -28,6 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import _figures
 from steerable_compaction.messages import (
     Message,
     TextPart,
@@ -286,18 +288,7 @@ def _quiet(*args: object) -> None:
     del args
 
 
-def figure(
-    name: str, value: float, baseline: str, ratio: float, target: str, ok: bool
-) -> dict[str, object]:
-    return {
-        "benchmark": "tokens_accuracy",
-        "figure": name,
-        "value": round(value, 3),
-        "baseline": baseline,
-        "ratio": round(ratio, 3),
-        "target": target,
-        "ok": ok,
-    }
+figure = functools.partial(_figures.figure, "tokens_accuracy")
 
 
 def summary(corpora: list[Corpus], refs: list[Tokenizer], extra: dict[str, Encode]) -> None:
