@@ -333,6 +333,37 @@ async def test_a_summary_carries_retained_facts_and_names_its_seqs() -> None:
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 64
 
 
+async def test_the_retention_check_reads_what_a_fold_hid_from_the_summarizer() -> None:
+    """A fold before the summary cuts a result to its excerpt; the check reads the original.
+
+    With the fold first, the summarizer only ever sees the folded result; the fact stated
+    between the excerpt's head and tail reaches the retained block from the record, with the
+    original's seq, and recovery rebuilds the same block.
+    """
+    summarizer = Numbered()
+    record = MemoryRecord()
+    d = new_engine(summarizer, record, fold_first=True)
+    fact = "note: the staging port is 61046 for the new cluster"
+    for message in tool_round(90, body(300) + "\n" + fact + "\n" + body(300)):
+        record.append_message(message)
+    seq = len(record.entries) - 1
+    await d.until(summarizer.requests, 1)
+    folds = [e.event for e in record.entries if isinstance(e.event, CompactionBoundary)]
+    assert folds[0].action == "compact" and not folds[0].replacement  # a fold came first
+    assert all(fact not in m.text for m in summarizer.requests[0].messages)
+    boundary = folds[-1]
+    summary = boundary.replacement[-1].text
+    assert f"- {fact} [history seq {seq}]" in summary.split("## Retained facts")[1]
+    crashed = MemoryRecord()
+    for entry in record.entries:
+        if entry.event is boundary:
+            break
+        crashed.append(entry.event)
+    again = CompactionHooks(crashed, d.hooks.policy, summarizer=Numbered())
+    assert again.recover() is not None
+    assert crashed.entries[-1].event == boundary
+
+
 def screenshot_session(**options: object) -> tuple[SummaryRequest, list[Message]]:
     """A screenshot goal, pasted screenshots, parallel screenshot results, until a summary.
 

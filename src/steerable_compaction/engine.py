@@ -59,7 +59,7 @@ from .record import (
     SummarySource,
 )
 from .record.usage import newest_usage
-from .summaries import SummaryAttempt, SummaryWriter
+from .summaries import SummaryAttempt, SummaryWriter, as_appended
 from .tokens import TokenMeter
 from .writer import CompactionWriter
 
@@ -495,9 +495,10 @@ class CompactionHooks:
     ) -> CompactionOutcome:
         """Close bracket `cid`: the kept messages, then the summary, replace `span`.
 
-        The retention check adds the span's salient facts the summary lacks (deterministic:
-        recovery rebuilds the same text from the same projection), and the summary names the
-        record seqs it replaces.
+        The retention check adds the span's salient facts the summary lacks, read from the
+        messages as appended (a fold before the summary hides none; deterministic: recovery
+        rebuilds the same text from the same record), and the summary names the record seqs it
+        replaces.
         """
         begin, end = span
         projection = self.record.projection
@@ -511,6 +512,7 @@ class CompactionHooks:
             summary,
             frozenset(kept),
             budget_tokens=self.policy.retention_tokens,
+            sources=as_appended(messages, seqs, span, self.record.entries),
         )
         text = f"{summary.rstrip()}\n\n{retention.block}" if retention.block else summary
         users_only = all(messages[i].role == "user" for i in kept)

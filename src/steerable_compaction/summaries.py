@@ -4,7 +4,9 @@
 for the span: an error, an empty or degenerate text, a summary that does not shrink the span.
 Then, where the plan allows, the deterministic excerpt takes its place; a merge of the summary
 chain has no fallback (an excerpt of summaries keeps less than they do). `retention` is the
-retention check the engine runs on whatever summary it writes.
+retention check the engine runs on whatever summary it writes; it reads the span as it was
+appended (`as_appended`), so a fold or an image offload that came before the summary hides
+nothing from it.
 """
 
 from __future__ import annotations
@@ -19,10 +21,10 @@ from .compaction.retention import Retention, retention_check
 from .compaction.summary import degenerate_summary
 from .hooks import Summarizer
 from .messages import Message
-from .record import SummarySource
+from .record import Entry, MessageAppended, SummarySource
 from .tokens import TokenMeter, estimate_tokens
 
-__all__ = ["SummaryAttempt", "SummaryWriter"]
+__all__ = ["SummaryAttempt", "SummaryWriter", "as_appended"]
 
 logger = logging.getLogger("steerable_compaction.engine")
 
@@ -32,6 +34,26 @@ RETAINED_SPAN_DIVISOR = 3
 `steerable-compaction eval` over seeds 0-3: 1/8 of the span kept in-context recall at 0.83 with
 a 0.16 ratio, 1/5 at 0.85, 1/3 at 0.96 with a 0.3 ratio (see docs/memory.md).
 """
+
+
+def as_appended(
+    messages: Sequence[Message],
+    seqs: Sequence[int],
+    span: tuple[int, int],
+    entries: Sequence[Entry],
+) -> list[Message]:
+    """`messages` with each one of `messages[span]` as the record holds it, before any rewrite.
+
+    A fold or an image offload replaces a message in place and keeps its seq, so the entry at
+    that seq holds the original; a summary or a kept message (placed by a boundary) stays as
+    it is. `entries` are the record's, indexed by seq.
+    """
+    out = list(messages)
+    for i in range(*span):
+        event = entries[seqs[i]].event
+        if isinstance(event, MessageAppended) and event.message is not out[i]:
+            out[i] = event.message
+    return out
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -118,11 +140,14 @@ class SummaryWriter:
         kept: frozenset[int],
         *,
         budget_tokens: int,
+        sources: Sequence[Message] | None = None,
     ) -> Retention:
         """The retention check for a summary of `messages[span]`, within `budget_tokens`.
 
-        Priced with the static estimator, not the usage-calibrated meter, so the block depends
-        only on the record and the policy (recovery rebuilds the same text).
+        `sources` are the same messages as appended (`as_appended`): the facts are read there,
+        while the budget is priced on `messages`, the room the summary really frees. Priced
+        with the static estimator, not the usage-calibrated meter, so the block depends only on
+        the record and the policy (recovery rebuilds the same text).
         """
         begin, end = span
         span_tokens = sum(estimate_tokens(messages[i]) for i in range(begin, end) if i not in kept)
@@ -133,7 +158,7 @@ class SummaryWriter:
         if budget <= 0:
             return Retention(found=0, kept=(), block="")
         return retention_check(
-            messages,
+            messages if sources is None else sources,
             span,
             summary,
             budget_tokens=budget,

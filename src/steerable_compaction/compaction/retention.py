@@ -1,6 +1,7 @@
 """The retention check: salient facts of a span that its summary lacks, kept beside it.
 
-A summarizer is lossy. After each summary the engine reads the span it replaces, finds the
+A summarizer is lossy. After each summary the engine reads the span it replaces (each message
+as the record holds it, so a fold that came first hides nothing), finds the
 *atoms* there (identifiers, paths, URLs, numbers of three digits or more, error and exception
 names, quoted strings, and `key: value` / `key = value` facts) in user and tool messages, drops
 those the summary already holds, and keeps the most salient under `RETAINED_HEADING`, each as the
