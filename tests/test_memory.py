@@ -298,6 +298,22 @@ async def test_r33_the_engine_trips_the_rapid_refill_breaker_in_a_thrash() -> No
     assert d.hooks.pressure() < d.hooks.policy.threshold_tokens
 
 
+def recovered(record: Record, boundary: CompactionBoundary, policy: CompactionPolicy) -> Record:
+    """`record` replayed up to `boundary` (a crash after the summary), then recovered.
+
+    Asserts that recovery writes the same boundary again: the retention check depends only on
+    the record and the policy.
+    """
+    crashed = MemoryRecord()
+    for entry in record.entries:
+        if entry.event is boundary:
+            break
+        crashed.append(entry.event)
+    assert CompactionHooks(crashed, policy, summarizer=Numbered()).recover() is not None
+    assert crashed.entries[-1].event == boundary
+    return crashed
+
+
 async def test_a_summary_carries_retained_facts_and_names_its_seqs() -> None:
     """The boundary records atoms found and kept and the seqs replaced; recovery rebuilds it.
 
@@ -318,16 +334,8 @@ async def test_a_summary_carries_retained_facts_and_names_its_seqs() -> None:
     assert f"[history seq {first}-{last}]" in summary
     assert "## Retained facts" in summary
     assert "61046" not in summarizer.requests[0].messages[-1].text  # not from the summarizer
-    # Replay the same record up to the summary, then recover: the same boundary comes back.
-    crashed = MemoryRecord()
-    for entry in record.entries:
-        if entry.event is boundary:
-            break
-        crashed.append(entry.event)
-    again = CompactionHooks(crashed, d.hooks.policy, summarizer=Numbered())
-    assert again.recover() is not None
+    crashed = recovered(record, boundary, d.hooks.policy)
     assert crashed.messages() == record.messages()[: len(crashed.messages())]
-    assert crashed.entries[-1].event == boundary
 
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 64
@@ -354,14 +362,7 @@ async def test_the_retention_check_reads_what_a_fold_hid_from_the_summarizer() -
     boundary = folds[-1]
     summary = boundary.replacement[-1].text
     assert f"- {fact} [history seq {seq}]" in summary.split("## Retained facts")[1]
-    crashed = MemoryRecord()
-    for entry in record.entries:
-        if entry.event is boundary:
-            break
-        crashed.append(entry.event)
-    again = CompactionHooks(crashed, d.hooks.policy, summarizer=Numbered())
-    assert again.recover() is not None
-    assert crashed.entries[-1].event == boundary
+    recovered(record, boundary, d.hooks.policy)
 
 
 def screenshot_session(**options: object) -> tuple[SummaryRequest, list[Message]]:
