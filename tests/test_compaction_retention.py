@@ -167,6 +167,60 @@ def test_the_engine_keeps_the_block_within_a_share_of_the_span() -> None:
     assert estimate_tokens(block((0, len(facts)), long_summary).block) <= freed // 2
 
 
+def test_a_block_carried_from_an_earlier_summary_is_not_held_to_the_share() -> None:
+    """A compaction whose span is mostly an earlier summary keeps more than a third of it.
+
+    The earlier summary's retained block is condensed already; held to a third of the span, a
+    run of compactions with small spans (a large tail) cut it by two thirds each time. Half of
+    what the summary freed still bounds it, so the rewrite shrinks.
+    """
+    from steerable_compaction.compaction import summary_message
+    from steerable_compaction.compaction.retention import carried_block
+    from steerable_compaction.summaries import RETAINED_SPAN_DIVISOR, SummaryWriter
+    from steerable_compaction.tokens import TokenMeter
+
+    lines = [
+        f"- note: the shard {' '.join(['replica'] * (i % 12 + 1))} limit is "
+        f"{7 * 10 ** (3 + i // 12) + i} today {history_ref(10 + i)}"
+        for i in range(48)
+    ]
+    block = RETAINED_HEADING + "\n" + "\n".join(lines)
+    earlier = summary_message(f"## Current Work\nreading the shards\n\n{block}", 40)
+    assert carried_block(earlier) == block
+    assert carried_block(Message.user(block)) == ""  # only a summary carries one
+    span = [earlier, Message.tool("c1", "read the next shard list"), Message.user("go on")]
+    writer = SummaryWriter(None, TokenMeter(), timeout=None)
+    summary = "## Current Work\nreading the shards"
+    kept = writer.retention(
+        span, [0, 60, 61], (0, len(span)), summary, frozenset(), budget_tokens=10**6
+    )
+    span_tokens = sum(estimate_tokens(m) for m in span)
+    freed = span_tokens - estimate_tokens(summary) - 16
+    assert estimate_tokens(kept.block) > span_tokens // RETAINED_SPAN_DIVISOR
+    assert estimate_tokens(kept.block) <= freed // 2
+    assert all(atom.seq is not None and atom.seq >= 10 for atom in kept.kept)  # original seqs
+
+
+def test_handles_addresses_and_dotted_names_are_identifiers() -> None:
+    """A handle, an e-mail address or a dotted name (host, module, file) is a stated value.
+
+    "e.g." is no dotted name (each part needs two characters), and a plain word is no value.
+    """
+    stated = [
+        "The service owner handle is @raven.quartz for this release.",
+        "Please send the access request to alice.b@example.com before Friday.",
+        "The staging database host is db.internal.example for the nightly jobs.",
+        "Ownership moved to the team behind @infra/platform last quarter.",
+    ]
+    result = check([Message.tool(f"c{i}", text) for i, text in enumerate(stated)], budget=2_000)
+    values = {atom.value for atom in result.kept}
+    assert {"@raven.quartz", "alice.b@example.com", "db.internal.example", "@infra/platform"} <= (
+        values
+    )
+    plain = ["The answer for the team is yes, e.g. for the nightly jobs as well."]
+    assert check([Message.tool("c9", plain[0])], budget=2_000).kept == ()
+
+
 def test_a_short_statement_with_a_hyphenated_word_is_prose() -> None:
     """`on-call` is one word: a three-word clause around it is a statement, not a data row."""
     stated = Message.tool("c1", "# the on-call alias is oncall-cobalt-848; keep in sync with ops")

@@ -54,7 +54,8 @@ summaries are shorter); `docs/memory.md` has the numbers. Turn it on with e.g. 0
 `retention_token_ratio` is the most the retention check may add to each summary, as a share of
 the threshold: the span's stated facts the summary lacks, with `[history seq N]` references (0
 turns it off). It is a ceiling, not a size: the block holds only what the summary left out, and
-never more than a third of what the span held or half of what the summary freed. 0.3 was chosen
+never more than a third of what the span held (a block an earlier summary in the span carried
+counts whole) or half of what the summary freed. 0.3 was chosen
 by `steerable-compaction eval` over seeds 0-3 (in-context recall 0.76 at 0.04, 0.97 at 0.3, for
 4 % more prompt tokens); `docs/memory.md` has the table. The eval's windows are desktop-sized:
 the large tier's 0.1 (16,000 tokens at a 160,000 threshold) is a judgement, not a measurement.

@@ -1,12 +1,13 @@
 """The retention check: salient facts of a span that its summary lacks, kept beside it.
 
 A summarizer is lossy. After each summary the engine reads the span it replaces (each message
-as the record holds it, so a fold that came first hides nothing), finds the
-*atoms* there (identifiers, paths, URLs, numbers of three digits or more, error and exception
-names, quoted strings, and `key: value` / `key = value` facts) in user and tool messages, drops
-those the summary already holds, and keeps the most salient under `RETAINED_HEADING`, each as the
-clause it was stated in with a `[history seq N]` reference to the original, within a token
-budget. No LLM is called: the same span and summary always give the same block.
+as the record holds it, so a fold that came first hides nothing), finds the *atoms* there
+(identifiers, handles and e-mail addresses, paths, URLs, numbers of three digits or more, error
+and exception names, quoted strings, and `key: value` / `key = value` facts) in user and tool
+messages, drops those the summary already holds, and keeps the most salient under
+`RETAINED_HEADING`, each as the clause it was stated in with a `[history seq N]` reference to the
+original, within a token budget. No LLM is called: the same span and summary always give the
+same block.
 
 Salience is generic: an error name or a stated fact beats a bare number; a statement (a clause
 with words around its value) beats a data row; source code is worth little (it can be read
@@ -33,6 +34,7 @@ __all__ = [
     "Atom",
     "AtomKind",
     "Retention",
+    "carried_block",
     "retention_check",
 ]
 
@@ -60,6 +62,9 @@ _NUMBER = re.compile(r"(?<![\w.])\d(?:[\d,._:-]*\d)?(?![\w])")
 _IDENT = re.compile(
     r"\b(?=[A-Za-z0-9_]*[A-Za-z])(?=[A-Za-z0-9_]*[0-9_])[A-Za-z][A-Za-z0-9]*_[A-Za-z0-9_]+\b"
 )
+_HANDLE = re.compile(r"(?<![\w.@])@[A-Za-z][\w-]*(?:[./][A-Za-z][\w-]*)*")  # @ana, @org/pkg
+_EMAIL = re.compile(r"(?<![\w.+-])[\w.+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+")
+_DOTTED = re.compile(r"[A-Za-z_][\w-]+(?:\.[A-Za-z_][\w-]+)+")  # hosts, modules, file names
 _SEPARATOR = re.compile(r"[:=\uff1a]|\b(?:is|are|was|equals)\b|为|是|は")
 _VALUE = re.compile(r"\s*([^\s,;\u3002\u3001\uff0c\uff1b]{1,60})")
 _CLAUSES = re.compile(r"(?<=[.;!?])\s+|(?<=[\u3002\uff01\uff1f])")
@@ -134,14 +139,23 @@ def _atoms_in(clause: str) -> list[tuple[AtomKind, str, int]]:
         if stated is None:
             continue
         value = stated.group(1).rstrip(".")
-        if _DIGITS.search(value) or _IDENT.fullmatch(value) or _is_code(value):
+        if _DIGITS.search(value) or _IDENT.fullmatch(value) or _is_code(value) or _named(value):
             found.append(("fact", value, stated.start(1)))
     for m in _NUMBER.finditer(clause):
         if len(_DIGITS.findall(m.group(0))) >= 3:
             found.append(("number", m.group(0), m.start()))
-    for m in _IDENT.finditer(clause):
-        found.append(("identifier", m.group(0), m.start()))
+    for pattern in (_IDENT, _EMAIL, _HANDLE):
+        for m in pattern.finditer(clause):
+            found.append(("identifier", m.group(0), m.start()))
     return found
+
+
+def _named(value: str) -> bool:
+    """Whether a stated `value` is a handle, an e-mail address or a dotted name (`db.internal`).
+
+    Each part of a dotted name has two characters or more, so "e.g." is none.
+    """
+    return any(p.fullmatch(value) for p in (_HANDLE, _EMAIL, _DOTTED))
 
 
 def _is_code(value: str) -> bool:
@@ -247,6 +261,18 @@ def _candidates(
         if current is None or score > current.score:
             found[text] = Atom(value=value, kind=kind, clause=text, seq=seq, score=score)
     return sorted(found.values(), key=lambda a: (-a.score, a.clause))
+
+
+def carried_block(message: Message) -> str:
+    """The retained block an earlier summary `message` carries ('' for any other message)."""
+    if not is_summary(message):
+        return ""
+    text = message.text
+    at = text.rfind(RETAINED_HEADING)  # the engine appends the block last
+    if at < 0:
+        return ""
+    end = text.find("</compacted-summary>", at)
+    return text[at : end if end >= 0 else len(text)].rstrip()
 
 
 def retention_check(
