@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from steerable_compaction import Message
@@ -217,8 +218,50 @@ def test_handles_addresses_and_dotted_names_are_identifiers() -> None:
     assert {"@raven.quartz", "alice.b@example.com", "db.internal.example", "@infra/platform"} <= (
         values
     )
-    plain = ["The answer for the team is yes, e.g. for the nightly jobs as well."]
-    assert check([Message.tool("c9", plain[0])], budget=2_000).kept == ()
+    plain = [
+        "The answer for the team is yes, e.g. for the nightly jobs as well.",
+        " * @param value the value to parse for the current user session",
+        "Use @media queries and @import rules in the main stylesheet for this.",
+        "Then install lodash@4.17.21 for the build and compute q@k.T for attention.",
+        "The build is green.Now we continue with the rest of the release work.",
+    ]
+    for i, text in enumerate(plain):
+        kept = check([Message.tool(f"c{i}", text)], budget=2_000).kept
+        found = [a.value for a in kept]  # a version number stays a number
+        assert not [v for v in found if "@" in v or re.fullmatch(r"[A-Za-z.]+", v)], text
+
+
+def test_a_listing_line_number_is_no_value() -> None:
+    """`cat -n` and editor line numbers are cut from a tool line before its atoms are read."""
+    listing = "   126\tthe retry limit is 5 for the workers here\n   127\tsee the handler"
+    (atom,) = check([Message.tool("c1", listing)], budget=2_000).kept
+    assert atom.value == "5" and atom.clause.startswith("the retry limit")
+
+
+def test_the_block_never_makes_the_rewrite_larger_than_the_span() -> None:
+    """A summary nearly as large as the span leaves little room; the block takes half of it.
+
+    The room is what the whole summary message frees (its wrapper included), so the rewrite
+    still shrinks the span, however long the summary.
+    """
+    from steerable_compaction.compaction import summary_message
+    from steerable_compaction.summaries import SummaryWriter
+    from steerable_compaction.tokens import TokenMeter
+
+    facts = [Message.tool(f"c{k}", f"the port is {61000 + k} now{' ok' * k}") for k in range(12)]
+    seqs = list(range(10, 22))
+    span_tokens = sum(estimate_tokens(m) for m in facts)
+    writer = SummaryWriter(None, TokenMeter(), timeout=None)
+    blocks = 0
+    for words in range(1, 600):
+        summary = "## Current Work\n" + " ".join(["progress"] * words)
+        if estimate_tokens(summary_message(summary, 12, history=(10, 21))) >= span_tokens:
+            break  # a summary that does not shrink the span is refused before this check
+        kept = writer.retention(facts, seqs, (0, 12), summary, frozenset(), budget_tokens=10**6)
+        blocks += bool(kept.block)
+        text = f"{summary}\n\n{kept.block}" if kept.block else summary
+        assert estimate_tokens(summary_message(text, 12, history=(10, 21))) < span_tokens, words
+    assert blocks > 10
 
 
 def test_a_short_statement_with_a_hyphenated_word_is_prose() -> None:

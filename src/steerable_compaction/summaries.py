@@ -157,11 +157,18 @@ class SummaryWriter:
             if i not in kept:
                 span_tokens += estimate_tokens(messages[i])
                 carried += estimate_tokens(carried_block(messages[i]))
-        # Never more than half of what the summary leaves free, so the rewrite still shrinks,
-        # nor more than a share of the span, so a small span does not come back as a list. A
-        # block an earlier summary of the span carries is condensed already and may come back
-        # whole: only the rest of the span is held to the share.
-        free = span_tokens - estimate_tokens(summary) - 16
+        # Never more than half of what the summary message (wrapper included) leaves free, so
+        # the rewrite still shrinks, nor more than a share of the span, so a small span does not
+        # come back as a list. A block an earlier summary of the span carries is condensed
+        # already and may come back whole: only the rest of the span is held to the share.
+        wrapped = summary_message(
+            summary.rstrip() + "\n\n",
+            end - begin,
+            len(kept),
+            kept_users_only=all(messages[i].role == "user" for i in kept),
+            history=(min(seqs[begin:end]), max(seqs[begin:end])) if end > begin else None,
+        )
+        free = span_tokens - estimate_tokens(wrapped)
         share = (span_tokens - carried) // RETAINED_SPAN_DIVISOR + carried
         budget = min(budget_tokens, share, free // 2)
         if budget <= 0:

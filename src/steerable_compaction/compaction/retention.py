@@ -62,9 +62,16 @@ _NUMBER = re.compile(r"(?<![\w.])\d(?:[\d,._:-]*\d)?(?![\w])")
 _IDENT = re.compile(
     r"\b(?=[A-Za-z0-9_]*[A-Za-z])(?=[A-Za-z0-9_]*[0-9_])[A-Za-z][A-Za-z0-9]*_[A-Za-z0-9_]+\b"
 )
-_HANDLE = re.compile(r"(?<![\w.@])@[A-Za-z][\w-]*(?:[./][A-Za-z][\w-]*)*")  # @ana, @org/pkg
-_EMAIL = re.compile(r"(?<![\w.+-])[\w.+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+")
+_PART = r"[A-Za-z0-9_](?:[\w-]*\w)?"  # a name part: no hyphen at either end
+# A handle (`@ana`, `@org/pkg`, `@raven.quartz`), not a doc tag, a decorator or a CSS at-rule.
+_HANDLE = re.compile(
+    r"(?<![\w.@])@(?!(?:param|returns?|throws|type|typedef|deprecated|see|example|since|"
+    r"author|link|override|property|staticmethod|classmethod|dataclass|media|import|keyframes|"
+    rf"font-face|supports)\b){_PART}(?:[./]{_PART})*"
+)
+_EMAIL = re.compile(rf"(?<![\w.+-])[\w.+-]+@{_PART}(?:\.{_PART})*\.[A-Za-z]{{2,}}(?![\w-])")
 _DOTTED = re.compile(r"[A-Za-z_][\w-]+(?:\.[A-Za-z_][\w-]+)+")  # hosts, modules, file names
+_SENTENCE_BREAK = re.compile(r"[a-z]+\.[A-Z][a-z]+")  # "green.Now": a missing space, no name
 _SEPARATOR = re.compile(r"[:=\uff1a]|\b(?:is|are|was|equals)\b|为|是|は")
 _VALUE = re.compile(r"\s*([^\s,;\u3002\u3001\uff0c\uff1b]{1,60})")
 _CLAUSES = re.compile(r"(?<=[.;!?])\s+|(?<=[\u3002\uff01\uff1f])")
@@ -79,9 +86,11 @@ _NAMES = re.compile(r"[A-Za-z_]+|[\u3040-\u30ff\u4e00-\u9fff]+")
 _CODE = re.compile(
     r"^(?:\s{4,}|\t)|^(?:def|class|import|from|return|if|elif|else|for|while|try|except|with|"
     r"const|let|var|function|func|fn|pub|public|private|static|async|await)\b|[{};:,(]\s*$"
+    r"|^\s*@[\w.]+(?:\(.*\))?\s*$"  # a decorator line
 )
 
 _LINE_NUMBER = re.compile(r"^\s*\d+(?:\t| {2}|[:|\u2192])")  # `cat -n`, `grep -n`, editors
+_LISTING_NUMBER = re.compile(r"^\s*\d+(?:\t|[|\u2192])")  # surely a line number: not a value
 _ESCAPED_NEWLINE = re.compile(r"(?:\\r)?\\n")  # `\r\n` or `\n` written out in a JSON string
 _SYMBOLS = re.compile(r"[{}\[\]()<>;=|&\\\"`$]")
 _DENSE = 0.12  # more of these per character than this: code or escaped data, not a statement
@@ -153,8 +162,11 @@ def _atoms_in(clause: str) -> list[tuple[AtomKind, str, int]]:
 def _named(value: str) -> bool:
     """Whether a stated `value` is a handle, an e-mail address or a dotted name (`db.internal`).
 
-    Each part of a dotted name has two characters or more, so "e.g." is none.
+    Each part of a dotted name has two characters or more, so "e.g." is none, and two words
+    run together at a missing space ("green.Now") are none either.
     """
+    if _SENTENCE_BREAK.fullmatch(value):
+        return False
     return any(p.fullmatch(value) for p in (_HANDLE, _EMAIL, _DOTTED))
 
 
@@ -210,6 +222,8 @@ def _clauses(
             continue
         for line in _lines(messages[i].text):
             code = speaker == "tool" and bool(_CODE.search(_LINE_NUMBER.sub("", line, count=1)))
+            if speaker == "tool":
+                line = _LISTING_NUMBER.sub("", line, count=1)
             refs = HISTORY_REF.findall(line)
             origin = int(refs[0][0]) if refs else None
             line = _BULLET.sub("", HISTORY_REF.sub("", line)).strip()
