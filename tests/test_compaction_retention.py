@@ -231,6 +231,29 @@ def test_handles_addresses_and_dotted_names_are_identifiers() -> None:
         assert not [v for v in found if "@" in v or re.fullmatch(r"[A-Za-z.]+", v)], text
 
 
+def test_a_user_message_of_code_or_a_listing_is_read_as_tool_output() -> None:
+    """Observations sent as user messages, or a pasted file, yield no clause of code.
+
+    A user message whose lines are mostly code or numbered listing lines is read as tool output
+    (SWE-agent style hosts send every observation so); the user's own words, a short snippet
+    among them included, are still the user's.
+    """
+    corpora = Path(__file__).resolve().parent.parent / "benchmarks" / "corpora"
+    source = (corpora / "python_code.txt").read_text(encoding="utf-8")[:12_000]
+    listing = "\n".join(f"{n:6}\t{line}" for n, line in enumerate(source.split("\n"), start=1))
+    for pasted in (source, listing):
+        assert check([Message.tool("c1", pasted)]).found == 0
+        assert check([Message.user(pasted)]).found == 0
+    said = Message.user(
+        "Please keep the retry limit at 5 for the workers.\n"
+        "    return limits.get('retry', 5)\n"
+        "The staging host is db-7.internal for this test.\n"
+        "Ping @ana.lee once it is green."
+    )
+    values = {atom.value for atom in check([said], budget=2_000).kept}
+    assert {"db-7.internal", "@ana.lee"} <= values
+
+
 def test_a_listing_line_number_is_no_value() -> None:
     """`cat -n` and editor line numbers are cut from a tool line before its atoms are read."""
     listing = "   126\tthe retry limit is 5 for the workers here\n   127\tsee the handler"

@@ -14,7 +14,8 @@ with words around its value) beats a data row; source code is worth little (it c
 again from its file; comments are prose and count in full), and a clause dense with brackets,
 quotes and operators (minified code, escaped JSON) is not a statement; a clause whose shape
 repeats (log lines, table rows, a file's function signatures) is worth little; the user's words
-count more than tool output; newer beats older.
+count more than tool output (a user message that is mostly code or a listing is tool output);
+newer beats older.
 """
 
 from __future__ import annotations
@@ -187,8 +188,32 @@ def _speaker(message: Message) -> str | None:
     if message.role == "tool":
         return "tool"
     if message.role == "user":
-        return "summary" if is_summary(message) else "user"
+        if is_summary(message):
+            return "summary"
+        return "tool" if _is_output(message.text) else "user"
     return None  # the agent's own words and system text are not checked
+
+
+_OUTPUT_MIN_LINES = 4
+
+
+def _is_output(text: str) -> bool:
+    """Whether a user message is mostly tool output: a listing, code or a log pasted or relayed.
+
+    Hosts that send observations as user messages (SWE-agent style), and users who paste a
+    file, fill a user message with lines that are code (by the rules tool output is read with)
+    or numbered listing lines; when at least half of its lines are, it is read as tool output,
+    so its code is not taken for the user's statements.
+    """
+    lines = [line for line in text.split("\n") if line.strip()]
+    if len(lines) < _OUTPUT_MIN_LINES:
+        return False
+    code = sum(
+        1
+        for line in lines
+        if _LISTING_NUMBER.match(line) or _CODE.search(_LINE_NUMBER.sub("", line, count=1))
+    )
+    return code * 2 >= len(lines)
 
 
 def _lines(text: str) -> Iterator[str]:
