@@ -5,6 +5,9 @@ A helper module, not a benchmark: `run_all.py` skips files whose name starts wit
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterable, Mapping
+
 KEYS = ("benchmark", "figure", "value", "baseline", "ratio", "target", "ok")
 
 
@@ -29,3 +32,15 @@ def figure(
         "target": target,
         "ok": ok,
     }
+
+
+def print_figures(figures: Iterable[Mapping[str, object]], *, summary: bool) -> None:
+    """JSON lines for `run_all.py` (`summary`), else one "ok"/"MISS" line per figure."""
+    if summary:
+        for item in figures:
+            print(json.dumps(item))
+        return
+    print()
+    for item in figures:
+        mark = "ok " if item["ok"] else "MISS"
+        print(f"{mark} {item['figure']}: {item['value']} (target {item['target']})")

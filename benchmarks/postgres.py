@@ -17,7 +17,6 @@ figures as JSON lines (`benchmark`, `figure`, `value`, `baseline`, `ratio`, `tar
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -251,14 +250,7 @@ def main() -> None:
             figures += bench.writers(args.writers, args.events // 2)
         finally:
             bench.drop()
-    if args.summary:
-        for item in figures:
-            print(json.dumps(item))
-    else:
-        print()
-        for item in figures:
-            mark = "ok " if item["ok"] else "MISS"
-            print(f"{mark} {item['figure']}: {item['value']} (target {item['target']})")
+    _figures.print_figures(figures, summary=args.summary)
 
 
 if __name__ == "__main__":

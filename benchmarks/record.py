@@ -286,14 +286,7 @@ def main() -> None:
         root = Path(tmp)
         figures = measure_appends(root, session_events(args.events), args.repeat, say)
         figures += measure_open(root, args.open_events, args.repeat, say)
-    if args.summary:
-        for item in figures:
-            print(json.dumps(item))
-    else:
-        print()
-        for item in figures:
-            mark = "ok " if item["ok"] else "MISS"
-            print(f"{mark} {item['figure']}: {item['value']} (target {item['target']})")
+    _figures.print_figures(figures, summary=args.summary)
 
 
 if __name__ == "__main__":
