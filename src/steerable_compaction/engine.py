@@ -59,7 +59,7 @@ from .record import (
     SummarySource,
 )
 from .record.usage import newest_usage
-from .summaries import SummaryAttempt, SummaryWriter, as_appended
+from .summaries import SummaryAttempt, SummaryWriter
 from .tokens import TokenMeter
 from .writer import CompactionWriter
 
@@ -512,7 +512,7 @@ class CompactionHooks:
             summary,
             frozenset(kept),
             budget_tokens=self.policy.retention_tokens,
-            sources=as_appended(messages, seqs, span, self.record.entries),
+            entries=self.record.entries,
         )
         text = f"{summary.rstrip()}\n\n{retention.block}" if retention.block else summary
         users_only = all(messages[i].role == "user" for i in kept)

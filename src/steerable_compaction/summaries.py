@@ -142,15 +142,17 @@ class SummaryWriter:
         kept: frozenset[int],
         *,
         budget_tokens: int,
-        sources: Sequence[Message] | None = None,
+        entries: Sequence[Entry] | None = None,
     ) -> Retention:
         """The retention check for a summary of `messages[span]`, within `budget_tokens`.
 
-        `sources` are the same messages as appended (`as_appended`): the facts are read there,
-        while the budget is priced on `messages`, the room the summary really frees. Priced
-        with the static estimator, not the usage-calibrated meter, so the block depends only on
-        the record and the policy (recovery rebuilds the same text).
+        With the record's `entries`, the facts are read from the span's messages as appended
+        (`as_appended`), while the budget is priced on `messages`, the room the summary really
+        frees. Priced with the static estimator, not the usage-calibrated meter, so the block
+        depends only on the record and the policy (recovery rebuilds the same text).
         """
+        if budget_tokens <= 0:  # the check is off: nothing to price or read
+            return Retention(found=0, kept=(), block="")
         begin, end = span
         span_tokens = carried = 0
         for i in range(begin, end):
@@ -174,7 +176,7 @@ class SummaryWriter:
         if budget <= 0:
             return Retention(found=0, kept=(), block="")
         return retention_check(
-            messages if sources is None else sources,
+            messages if entries is None else as_appended(messages, seqs, span, entries),
             span,
             summary,
             budget_tokens=budget,
