@@ -8,8 +8,9 @@ than 10 %, and the default never under-estimating. Then the meter with no model 
 billed requests (each corpus fed as a session whose counts come from the real tokenizer): its
 estimate of the next messages against their real count, goal within 0.9-1.1. Then the
 throughput of `estimate_tokens` against each real tokenizer (CPU time of this thread, best of
-several runs; goal: >= 10x bpe-openai's o200k on the mixed corpus). `--summary` prints one
-JSON line per headline figure instead.
+several runs; goal: >= 10x bpe-openai's o200k on the mixed corpus), with numpy counting long
+texts when it is installed (the `fast` extra, in `bench`) and, for comparison, without.
+`--summary` prints one JSON line per headline figure instead.
 
 A transcript's real count renders each message as ChatML (`<|im_start|>`, role, newline, body,
 `<|im_end|>`, newline; one token per marker), tool calls as `<tool_call>{"id", "name",
@@ -37,7 +38,7 @@ from steerable_compaction.messages import (
     ToolResult,
     messages_from_dicts,
 )
-from steerable_compaction.tokens import TokenMeter, estimate_tokens
+from steerable_compaction.tokens import TokenMeter, counting, estimate_tokens
 
 CORPORA = Path(__file__).resolve().parent / "corpora"
 CELL_RANGE = (0.90, 1.15)
@@ -267,7 +268,10 @@ def speed(
     ours = rates["ours"]
     out = print if show else _quiet
     out(f"\nspeed on {len(mixed.encode('utf-8')) / 1e6:.1f} MB of mixed text (best of runs)")
-    out(f"{'estimate_tokens (mixed)':<36}{ours:>9.1f} MB/s")
+    out(f"{'estimate_tokens (mixed, ' + counting_path() + ')':<36}{ours:>9.1f} MB/s")
+    if show and counting_path() == "numpy":
+        with_bits_only = without_numpy(lambda: mb_per_s(estimate_tokens, mixed, 5))
+        out(f"{'estimate_tokens (mixed, no numpy)':<36}{with_bits_only:>9.1f} MB/s")
     out(
         f"{'estimate_tokens (ASCII only)':<36}{mb_per_s(estimate_tokens, ascii_text, 5):>9.1f} MB/s"
     )
@@ -282,6 +286,21 @@ def speed(
         rates[name] = rate
         out(f"{name:<36}{rate:>9.2f} MB/s   estimate is {ours / rate:>7.1f}x faster")
     return rates
+
+
+def counting_path() -> str:
+    """Which pass counts long texts here: "numpy" (the `fast` extra) or "bit operations"."""
+    return "bit operations" if counting._vectorized() is None else "numpy"
+
+
+def without_numpy(run: Callable[[], float]) -> float:
+    """`run()` with long texts counted by the bit operations, as without the `fast` extra."""
+    saved = list(counting._vector)
+    counting._vector[:] = [None]
+    try:
+        return run()
+    finally:
+        counting._vector[:] = saved
 
 
 def _quiet(*args: object) -> None:
@@ -304,7 +323,8 @@ def summary(corpora: list[Corpus], refs: list[Tokenizer], extra: dict[str, Encod
             figure(
                 f"estimator_vs_o200k{label}",
                 ours,
-                f"bpe-openai o200k_base on the same mixed text ({theirs:.1f} MB/s)",
+                f"bpe-openai o200k_base on the same mixed text ({theirs:.1f} MB/s); "
+                f"long texts counted by {counting_path()}",
                 ratio,
                 ">= 10x",
                 ratio >= 10,

@@ -217,3 +217,66 @@ def test_r8_kana_and_hangul_are_priced_per_family() -> None:
     assert estimate_tokens(kana, "gpt-4") == math.ceil(8 * 0.97) == 8
     assert estimate_tokens(hangul, "gpt-4o") == 4
     assert estimate_tokens(hangul, "gpt-4") == 7
+
+
+@pytest.fixture
+def numpy_for_all_texts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every text of two bytes or more goes to numpy, cut into pieces of about 8 bytes."""
+    pytest.importorskip("numpy")
+    from steerable_compaction.tokens import counting
+
+    monkeypatch.setattr(counting, "_VECTOR_MIN", 2)
+    monkeypatch.setattr(counting, "_VECTOR_PIECE", 8)
+
+
+@pytest.mark.usefixtures("numpy_for_all_texts")
+@given(edge_texts)
+def test_r8_numpy_counting_equals_the_reference_counting(text: str) -> None:
+    """The numpy pass (long texts) gives exactly the reference counts, in pieces or whole."""
+    for longer in (text, text * 4):
+        counts = count_text(longer)
+        assert as_tuple(counts) == reference_counts(longer)
+        assert (counts.latin_greek, counts.arabic, counts.indic, counts.thai) == scripts(longer)
+
+
+@given(edge_texts.filter(lambda text: len(text.encode("utf-8", "surrogatepass")) >= 2))
+def test_r8_numpy_and_bit_operations_count_a_piece_alike(text: str) -> None:
+    """The two passes agree field by field on the same bytes, ASCII or not."""
+    pytest.importorskip("numpy")
+    from steerable_compaction.tokens import counting, vectorized
+
+    raw = text.encode("utf-8", "surrogatepass")
+    assert vectorized.piece_counts(raw, text.isascii()) == counting._piece(raw, text.isascii())
+
+
+def test_r8_long_texts_use_numpy_when_installed_and_count_alike_without(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A long text goes to numpy; with numpy missing the bit operations give the same counts."""
+    pytest.importorskip("numpy")
+    import sys
+
+    from steerable_compaction.tokens import counting, vectorized
+
+    text = (EN + "\n" + ZH + " 3.14 fooBar\t\t x\n\n\n") * 400
+    assert len(text.encode()) > counting._VECTOR_MIN
+    seen: list[int] = []
+
+    def spy(raw: bytes, ascii_only: bool) -> tuple[int, ...]:
+        seen.append(len(raw))
+        return vectorized.piece_counts(raw, ascii_only)
+
+    monkeypatch.setattr(counting, "_vector", [spy])
+    with_numpy = count_text(text)
+    assert seen == [len(text.encode())]
+    monkeypatch.setattr(counting, "_vector", [])
+    monkeypatch.setitem(sys.modules, "numpy", None)  # `import numpy` raises ImportError
+    monkeypatch.delitem(sys.modules, "steerable_compaction.tokens.vectorized")
+    assert counting._vectorized() is None
+    assert (
+        count_text(text)
+        == with_numpy
+        == TextCounts(
+            **dict(zip(TextCounts.__slots__, reference_counts(text) + scripts(text), strict=True))
+        )
+    )

@@ -18,89 +18,33 @@ from __future__ import annotations
 import operator
 import re
 from binascii import unhexlify
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from .calibration import FAMILY_CALIBRATIONS, Calibration
+from .classes import CODES, leads, non_ascii_counts
 
 __all__ = ["TextCounts", "TextPricer", "count_text", "pricer_for", "text_weights"]
 
-_LOWER = b"abcdefghijklmnopqrstuvwxyz"
-_UPPER = _LOWER.upper()
-_DIGITS = b"0123456789"
-_PUNCT = bytes(b for b in range(0x21, 0x7F) if not chr(b).isalnum())
-_CONT = bytes(range(0x80, 0xC0))  # UTF-8 continuation bytes
-_LEAD2 = bytes(range(0xC2, 0xE0))  # lead bytes of two-byte characters (U+0080-07FF)
-
-
-def _table(default: bytes, **groups: tuple[bytes, bytes]) -> bytes:
-    table = bytearray(default * 256)
-    for members, cls in groups.values():
-        for b in members:
-            table[b] = cls[0]
-    return bytes(table)
-
-
-# -- the class codes ---------------------------------------------------------------------------
-# A byte's 4-bit code. In ASCII text bit 1 is "letter" alone and bit 8 "space or tab" alone; the
-# non-ASCII codes set bit 8 with others, so a few more operations isolate each class there:
-#   lower 1   newline 2   upper 3   digit 4   punct 6   space 8   tab 10            (ASCII)
-#   byte 0x80 9   second byte A4-B7 11   second byte B8-BB 13   lead E0 15
-#   two-byte lead C2-DF 12   lead E3 14   anything else 0                          (non-ASCII)
-# (A lead E0 followed by A4-B7 starts an Indic letter, by B8-BB a Thai or Lao one; E3 followed
-# by 0x80 is CJK punctuation. After an ASCII byte comes ASCII or a lead, never those.)
-_CODES = bytearray(256)
-for _members, _code in (
-    (_LOWER, 1),
-    (b"\n", 2),
-    (_UPPER, 3),
-    (_DIGITS, 4),
-    (_PUNCT, 6),
-    (b" ", 8),
-    (b"\t", 10),
-    (b"\x80", 9),
-    (bytes(range(0xA4, 0xB8)), 11),
-    (bytes(range(0xB8, 0xBC)), 13),
-    (b"\xe0", 15),
-    (_LEAD2, 12),
-    (b"\xe3", 14),
-):
-    for _b in _members:
-        _CODES[_b] = _code
-_T_CODE = bytes(b"0123456789abcdef"[c] for c in _CODES)  # code -> hex digit
+# A byte's class code (`classes.CODES`) as one hex digit, so `int(..., 16)` or `unhexlify` makes
+# one integer of a text's codes. In ASCII text bit 1 is "letter" alone and bit 8 "space or tab"
+# alone; the non-ASCII codes set bit 8 with others, so a few more operations isolate each class.
+_T_CODE = bytes(b"0123456789abcdef"[c] for c in CODES)  # code -> hex digit
 # Without E0 and E3 leads only the two-byte leads matter among non-ASCII bytes: fewer operations.
-_T_CODE_SIMPLE = bytes(b"0123456789abcdef"[c if c < 9 or c == 10 or c == 12 else 0] for c in _CODES)
+_T_CODE_SIMPLE = bytes(b"0123456789abcdef"[c if c < 9 or c == 10 or c == 12 else 0] for c in CODES)
 _WS = (9, 32)
 _NO_NONASCII = (0,) * 12
 _SHORT = 256  # hex digits `int(..., 16)` reads faster than `unhexlify` + `int.from_bytes`
-
-# Non-ASCII characters by UTF-8 lead byte (continuation bytes and ASCII are deleted):
-#   C2-DF two-byte: C2-CF accented Latin, combining marks, Greek; D0-D7 Cyrillic, Armenian,
-#         Hebrew; D8-DF Arabic, Syriac, Thaana
-#   E0-E2 three-byte: Indic, Thai, symbols, punctuation
-#   E3 U+3000-3FFF (CJK punctuation, kana, ...)      E4-E9 CJK ideographs U+4000-9FFF
-#   EA-ED hangul syllables U+AC00-D7A3 (approx.)     EE-EF private use, fullwidth forms
-#   F0-F4 four-byte (emoji, rare ideographs)
-_T_NONASCII = _table(
-    b"?",
-    latin=(bytes(range(0xC2, 0xD0)), b"a"),
-    two=(bytes(range(0xD0, 0xD8)), b"l"),
-    arabic=(bytes(range(0xD8, 0xE0)), b"r"),
-    e0=(b"\xe0", b"z"),
-    three=(b"\xe1\xe2", b"o"),
-    kana=(b"\xe3", b"j"),
-    han=(bytes(range(0xE4, 0xEA)), b"H"),
-    hangul=(bytes(range(0xEA, 0xEE)), b"K"),
-    wide=(b"\xee\xef", b"f"),
-    four=(bytes(range(0xF0, 0xF8)), b"e"),
-)
-_DEL_ASCII_CONT = bytes(range(0x80)) + _CONT
 
 # Longer texts are counted in pieces of about this many bytes (the bit operations run fastest on
 # integers that stay in cache). A piece ends after a newline run or a punctuation run, where no
 # class run, pair or triple crosses: every count is the sum of the pieces' counts.
 _PIECE = 1 << 14
 _CUT = re.compile(rb"\n(?!\n)|[!-/:-@\[-`{-~](?![!-/:-@\[-`{-~])")
+# From this many bytes a text is counted by `vectorized` (numpy) when numpy is installed, in pieces
+# of about `_VECTOR_PIECE` bytes (numpy's temporary arrays stay a few times that size).
+_VECTOR_MIN = 1 << 13  # numpy overtook the bit operations at 6-8 KB on a 2-core machine
+_VECTOR_PIECE = 1 << 20
 _NEWLINE_ROUNDS = 3  # newline runs longer than 2 * this are counted by `bytes.count` instead
 
 
@@ -151,22 +95,47 @@ class TextCounts:
 _FIELDS = 22
 
 
+_Counter = Callable[[bytes, bool], tuple[int, ...]]  # bytes, ASCII only -> counts
+
+
 def _counts(text: str) -> tuple[int, ...]:
     """`TextCounts` fields of a non-empty `text`, in order; ASCII text stops after 10 fields."""
     raw = text.encode("utf-8", "surrogatepass")
     ascii_only = text.isascii()
-    if len(raw) <= _PIECE:
-        return _piece(raw, ascii_only)
+    piece: _Counter = _piece
+    size = _PIECE
+    if len(raw) >= _VECTOR_MIN:
+        vector = _vectorized()
+        if vector is not None:
+            piece, size = vector, _VECTOR_PIECE
+    if len(raw) <= size:
+        return piece(raw, ascii_only)
     total = (0,) * _FIELDS
     start = 0
     while start < len(raw):
-        cut = _CUT.search(raw, start + _PIECE)
+        cut = _CUT.search(raw, start + size)
         end = len(raw) if cut is None else cut.end()
         chunk = raw[start:end]
-        part = _piece(chunk, ascii_only or chunk.isascii())
+        count = piece if len(chunk) >= _VECTOR_MIN else _piece
+        part = count(chunk, ascii_only or chunk.isascii())
         total = tuple(map(operator.add, total, part + _NO_NONASCII[: _FIELDS - len(part)]))
         start = end
     return total
+
+
+_vector: list[_Counter | None] = []  # `vectorized.piece_counts` once looked up; None: no numpy
+
+
+def _vectorized() -> _Counter | None:
+    """The numpy counting (`vectorized`), imported on the first long text; None without numpy."""
+    if not _vector:
+        try:
+            from .vectorized import piece_counts
+        except ImportError:  # numpy is an optional extra
+            _vector.append(None)
+        else:
+            _vector.append(piece_counts)
+    return _vector[0]
 
 
 def _piece(raw: bytes, ascii_only: bool) -> tuple[int, ...]:
@@ -259,44 +228,25 @@ def _newline_runs(newline: int, raw: bytes) -> int:
 def _non_ascii(
     raw: bytes, n1: int, n2: int, even: int, odd_high: int, odd: int, three: int
 ) -> tuple[int, ...]:
-    """The non-ASCII classes (by lead byte), the two-byte runs and the script refinements.
+    """The non-ASCII classes (`classes.leads`), the two-byte runs and the script refinements.
 
     `even` holds codes 12 and 14, `odd_high` 13 and 15, `odd` 9, 11, 13 and 15, `three`
     14 and 15 (one bit per byte, as in `_piece`).
     """
-    lead = raw.translate(_T_NONASCII, _DEL_ASCII_CONT)
-    count = lead.count
-    latin_greek = count(b"a") if b"a" in lead else 0
-    arabic = count(b"r") if b"r" in lead else 0
-    two = count(b"l") + latin_greek + arabic
-    e0 = count(b"z") if b"z" in lead else 0
-    e3 = count(b"j") if b"j" in lead else 0
+    lead = leads(raw)
     two_runs = e3_punct = indic = thai = 0
-    if two:
+    if lead[4]:  # two-byte characters
         lead2 = even ^ (even & n1)  # code 12
         two_runs = (lead2 ^ (lead2 & (lead2 << 8))).bit_count()  # the next character: 2 on
-    if e3:  # U+3000-303F (E3 80 xx): ideographic comma, full stop, brackets
+    if lead[1]:  # E3; U+3000-303F (E3 80 xx): ideographic comma, full stop, brackets
         byte_80 = odd ^ (odd & (n1 | n2))  # code 9
         e3_punct = (even & three & (byte_80 << 4)).bit_count()  # code 14, then 9
-    if e0:  # E0, then its second byte
+    if lead[7]:  # E0, then its second byte
         lead_e0 = odd_high & three  # code 15
         second = odd ^ (odd & n2)  # codes 9 and 11 (0x80 never follows E0)
         indic = (lead_e0 & ((second & n1) << 4)).bit_count()
         thai = (lead_e0 & ((odd_high ^ lead_e0) << 4)).bit_count()
-    return (
-        count(b"H") if b"H" in lead else 0,
-        e3 - e3_punct,
-        count(b"K") if b"K" in lead else 0,
-        e3_punct + (count(b"f") if b"f" in lead else 0),  # fullwidth, private use: ~1 token
-        two,
-        two_runs,
-        (count(b"o") if b"o" in lead else 0) + e0,
-        count(b"e") if b"e" in lead else 0,
-        latin_greek,
-        arabic,
-        indic,
-        thai,
-    )
+    return non_ascii_counts(lead, two_runs, e3_punct, indic, thai)
 
 
 def count_text(text: str) -> TextCounts:
