@@ -365,3 +365,63 @@ def test_a_closed_writer_leaves_no_lock_file_and_the_next_writer_opens(tmp_path:
         again.append_message(Message.user("two"))
         assert [m.text for m in again.messages()] == ["one", "two"]
     assert sorted(p.name for p in tmp_path.iterdir() if "lock" in p.name) == []
+
+
+# -- reading in chunks (issue 15) ----------------------------------------------------------------
+
+
+@pytest.fixture
+def chunks_of_two(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rows are read two at a time, so a small session spans many chunks."""
+    from steerable_compaction.record import sqlite
+
+    monkeypatch.setattr(sqlite, "_CHUNK_ROWS", 2)
+
+
+@pytest.mark.usefixtures("chunks_of_two")
+def test_a_record_read_in_chunks_is_the_record_read_whole(tmp_path: Path) -> None:
+    """Chunk by chunk, an open and a reader's refresh load every entry, in order."""
+    path = tmp_path / "r.db"
+    events = small_session()
+    write(SqliteRecord, path, events[:7])
+    with SqliteRecord(path, readonly=True) as reader:
+        assert [entry.event for entry in reader] == events[:7]
+        write(SqliteRecord, path, events[7:])
+        assert reader.refresh() == len(events) - 7
+        assert [entry.event for entry in reader] == events
+        assert reader.projection.messages == SqliteRecord(path, readonly=True).projection.messages
+
+
+@pytest.mark.usefixtures("chunks_of_two")
+@pytest.mark.parametrize(
+    ("damage", "match", "line"),
+    [
+        ("UPDATE events SET body = '{broken' WHERE seq = 5", "not valid JSON", 5),
+        ("DELETE FROM events WHERE seq = 4", "seq 5 out of order: expected 4", 5),  # chunk start
+        ("DELETE FROM events WHERE seq = 5", "seq 6 out of order: expected 5", 6),  # chunk end
+        ("DELETE FROM events WHERE seq IN (4, 5)", "seq 6 out of order: expected 4", 6),
+    ],
+    ids=["broken-json", "gap-at-chunk-start", "gap-at-chunk-end", "chunk-missing"],
+)
+def test_damage_in_a_later_chunk_names_its_row(
+    tmp_path: Path, damage: str, match: str, line: int
+) -> None:
+    """An old (uncounted) database, so only the rows themselves can show what is wrong."""
+    path = _v3_database(tmp_path / "r.db", 9)
+    _sql(path, damage)
+    with pytest.raises(RecordError, match=match) as info:
+        SqliteRecord(path, readonly=True)
+    assert info.value.line == line
+
+
+@pytest.mark.usefixtures("chunks_of_two")
+def test_a_body_holding_a_newline_in_a_later_chunk_still_loads(tmp_path: Path) -> None:
+    """JSON may hold a newline as whitespace: that chunk is read row by row, and all loads."""
+    path = _v3_database(tmp_path / "r.db", 9)
+    _sql(
+        path,
+        "UPDATE events SET body = replace(body, '{\"v\"', '{' || char(10) || '\"v\"') "
+        "WHERE seq = 5",
+    )
+    with SqliteRecord(path, readonly=True) as record:
+        assert [m.text for m in record.messages()] == [str(i) for i in range(9)]
