@@ -98,6 +98,10 @@ class Record(ABC):
         self._entries: list[Entry] = []
         self._message_entries: list[Entry] = []
         self._projection = Projection()
+        # Seqs of the newest reply that carries usage and of the newest boundary (-1: none), so
+        # the meter's anchor is found in O(1) (`usage.newest_usage`).
+        self._newest_usage = -1
+        self._newest_boundary = -1
         self._lock = threading.RLock()
         self._batching = False  # inside `batch()`: appends wait for `_commit_batch`
         self._batch_sync = False  # an append in the open batch asked to be synced
@@ -289,10 +293,16 @@ class Record(ABC):
         return False
 
     def _accept(self, entry: Entry) -> None:
+        """Take in an entry (every one but plain messages without usage, which `_ingest` runs)."""
         self._projection.apply(entry)
         self._entries.append(entry)
-        if isinstance(entry.event, MessageAppended):
+        event = entry.event
+        if isinstance(event, MessageAppended):
             self._message_entries.append(entry)
+            if event.usage is not None:
+                self._newest_usage = entry.seq
+        elif isinstance(event, CompactionBoundary):
+            self._newest_boundary = entry.seq
 
     def _ingest(self, objs: Iterator[Any], check_version: Callable[[int], None]) -> None:
         """Decode parsed entries in order and take them in; `check_version(v)` vets each one.

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .base import Record
-from .events import CompactionBoundary, MessageAppended
+from .events import MessageAppended
 
 __all__ = ["newest_usage"]
 
@@ -15,14 +15,13 @@ def newest_usage(record: Record, since: int) -> tuple[int, int] | None:
     held the messages before it. `None` when no reply carries usage, or a rewrite came after
     it (its count no longer describes the projection, R9).
     """
-    for entry in reversed(record.entries[since:]):
-        event = entry.event
-        if isinstance(event, CompactionBoundary):
-            return None
-        if isinstance(event, MessageAppended) and event.usage is not None:
-            seqs = record.projection.seqs
-            for index in range(len(seqs) - 1, -1, -1):
-                if seqs[index] == entry.seq:
-                    return event.usage.prompt_tokens, index
-            return None
+    newest = record._newest_usage  # kept by the record as it takes entries in: O(1)
+    if newest < since or record._newest_boundary > newest:
+        return None
+    event = record.entries[newest].event
+    assert isinstance(event, MessageAppended) and event.usage is not None
+    seqs = record.projection.seqs
+    for index in range(len(seqs) - 1, -1, -1):  # the reply is near the end
+        if seqs[index] == newest:
+            return event.usage.prompt_tokens, index
     return None
