@@ -519,3 +519,66 @@ def test_a_read_that_fails_is_a_record_error(
     with pytest.raises(RecordError, match="cannot read: Input/output error") as info:
         JsonlRecord(path, readonly=True)
     assert info.value.path == path
+
+
+# -- reading in blocks (issue 15) ----------------------------------------------------------------
+
+
+def _outcome(path: Path) -> tuple[object, ...]:
+    """What opening `path` read-only gives: its entries, or the error and where it names."""
+    try:
+        with JsonlRecord(path, readonly=True) as record:
+            return ("ok", list(record.entries), list(record.projection.messages))
+    except RecordError as exc:
+        return ("error", exc.reason, exc.line)
+
+
+@_tmp
+@given(
+    events=event_sequences(max_ops=20),
+    cut=st.floats(0, 1),
+    flip=st.none() | st.floats(0, 1),
+    block=st.integers(1, 300),
+)
+def test_reading_in_blocks_of_any_size_is_reading_whole(
+    tmp_path_factory: pytest.TempPathFactory,
+    events: list[Event],
+    cut: float,
+    flip: float | None,
+    block: int,
+) -> None:
+    """Cut short or with a byte changed, a file opens alike in blocks of any size and whole."""
+    from steerable_compaction.record import jsonl
+
+    path = tmp_path_factory.mktemp("blocks") / "r.jsonl"
+    write(JsonlRecord, path, events)
+    data = bytearray(path.read_bytes()[: int(len(path.read_bytes()) * cut)])
+    if flip is not None and data:
+        data[int((len(data) - 1) * flip)] ^= 0x5A
+    path.write_bytes(bytes(data))
+    whole = _outcome(path)
+    saved = jsonl._BLOCK
+    jsonl._BLOCK = block
+    try:
+        assert _outcome(path) == whole
+    finally:
+        jsonl._BLOCK = saved
+
+
+def test_a_reader_refreshes_in_blocks_across_a_growing_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Blocks of 16 bytes: every refresh loads exactly what the writer appended since."""
+    from steerable_compaction.record import jsonl
+
+    monkeypatch.setattr(jsonl, "_BLOCK", 16)
+    path = tmp_path / "r.jsonl"
+    events = small_session()
+    write(JsonlRecord, path, events[:4])
+    with JsonlRecord(path, readonly=True) as reader:
+        assert [e.event for e in reader] == events[:4]
+        write(JsonlRecord, path, events[4:9])
+        assert reader.refresh() == 5
+        write(JsonlRecord, path, events[9:])
+        assert reader.refresh() == len(events) - 9
+        assert [e.event for e in reader] == events
