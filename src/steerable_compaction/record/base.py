@@ -351,6 +351,10 @@ class Record(ABC):
         batch; a JSONL line already written stays on disk).
         """
 
+    def _hooked(self) -> bool:
+        """Whether something hooks appends (a subclass, or a hook set on this handle)."""
+        return "_on_append" in vars(self) or type(self)._on_append is not Record._on_append
+
     def refresh(self) -> int:
         """Read entries another writer appended since this handle loaded; returns how many."""
         return 0

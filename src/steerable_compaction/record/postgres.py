@@ -484,10 +484,6 @@ class PostgresRecord(Record):
                     raise
         self._unsynced = not sync and self._fsync != "every_event"
 
-    def _hooked(self) -> bool:
-        """Whether something hooks appends (a subclass, or a hook set on this handle)."""
-        return "_on_append" in vars(self) or type(self)._on_append is not Record._on_append
-
     def _rollback(self, to: str | None = None) -> None:
         """Roll back (to a savepoint), unless the connection is gone (the server did it)."""
         conn = self._conn

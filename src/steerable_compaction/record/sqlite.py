@@ -301,6 +301,9 @@ class SqliteRecord(FileRecord):
         """Insert one entry in its own transaction (with the row count, if `count`)."""
         assert self._conn is not None
         conn = self._conn
+        if not count and not self._hooked():  # one statement is its own transaction
+            conn.execute("INSERT INTO events (seq, body) VALUES (?, ?)", (entry.seq, body))
+            return
         conn.execute("BEGIN IMMEDIATE")
         try:
             conn.execute("INSERT INTO events (seq, body) VALUES (?, ?)", (entry.seq, body))
