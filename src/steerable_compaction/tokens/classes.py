@@ -8,6 +8,7 @@ from `CODES` and count non-ASCII characters by lead byte with `leads`, so they c
 from __future__ import annotations
 
 __all__ = [
+    "BYTE_80",
     "CODES",
     "DIGIT",
     "E0",
@@ -20,7 +21,6 @@ __all__ = [
     "SECOND_THAI",
     "SPACE",
     "TAB",
-    "THIRD_80",
     "UPPER",
     "leads",
     "non_ascii_counts",
@@ -36,14 +36,14 @@ _LEAD2 = bytes(range(0xC2, 0xE0))  # lead bytes of two-byte characters (U+0080-0
 # A byte's 4-bit code. In ASCII text bit 1 is "letter" alone and bit 8 "space or tab" alone; the
 # non-ASCII codes set bit 8 with others, so a few more operations isolate each class there.
 LOWER, NEWLINE, UPPER, DIGIT, PUNCT, SPACE, TAB = 1, 2, 3, 4, 6, 8, 10  # ASCII
-THIRD_80 = 9  # the byte 0x80 (after E3: U+3000-303F, CJK punctuation)
+BYTE_80 = 9  # the byte 0x80 (E3 80 xx: U+3000-303F, CJK punctuation)
 SECOND_INDIC = 11  # A4-B7 (after E0: an Indic letter, U+0900-0DFF)
 SECOND_THAI = 13  # B8-BB (after E0: Thai or Lao, U+0E00-0EFF)
 E0, LEAD2, E3 = 15, 12, 14  # lead E0, a two-byte character's lead C2-DF, lead E3
 # Anything else is 0. After an ASCII byte comes ASCII or a lead, never a continuation byte, so
 # the continuation codes only matter right after their lead.
 
-CODES = bytearray(256)
+_codes = bytearray(256)
 for _members, _code in (
     (_LOWER, LOWER),
     (b"\n", NEWLINE),
@@ -52,7 +52,7 @@ for _members, _code in (
     (_PUNCT, PUNCT),
     (b" ", SPACE),
     (b"\t", TAB),
-    (b"\x80", THIRD_80),
+    (b"\x80", BYTE_80),
     (bytes(range(0xA4, 0xB8)), SECOND_INDIC),
     (bytes(range(0xB8, 0xBC)), SECOND_THAI),
     (b"\xe0", E0),
@@ -60,7 +60,8 @@ for _members, _code in (
     (b"\xe3", E3),
 ):
     for _b in _members:
-        CODES[_b] = _code
+        _codes[_b] = _code
+CODES = bytes(_codes)
 
 
 def _table(default: bytes, **groups: tuple[bytes, bytes]) -> bytes:

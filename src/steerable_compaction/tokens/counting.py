@@ -10,7 +10,8 @@ integer, and each count is a few whole-integer bit operations and one `int.bit_c
 the first byte most significant, `x << 4` puts each byte's next byte on it, so "a letter whose
 next byte is not a letter" is `L & ~(L << 4)`: runs, camelCase humps and space-then-digit pairs
 cost one shift each. The non-ASCII classes by lead byte come from one more `translate` that keeps
-only lead bytes.
+only lead bytes (`classes.leads`). Texts from 8 KB on go to `vectorized` when numpy is installed
+(the `fast` extra): the same counts, about twice as fast.
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .classes import (
+    BYTE_80,
     CODES,
     DIGIT,
     E0,
@@ -27,7 +28,6 @@ from .classes import (
     SECOND_INDIC,
     SECOND_THAI,
     SPACE,
-    THIRD_80,
     UPPER,
     leads,
     non_ascii_counts,
@@ -107,7 +107,7 @@ def _non_ascii(codes: npt.NDArray[np.uint8], raw: bytes) -> tuple[int, ...]:
         lead2 = codes == LEAD2
         two_runs = int(_count(lead2[:-2] > lead2[2:])) + int(_count(lead2[-2:]))
     if lead[1]:  # E3 80: U+3000-303F, ideographic comma, full stop, brackets
-        e3_punct = int(_count((codes[:-1] == E3) & (codes[1:] == THIRD_80)))
+        e3_punct = int(_count((codes[:-1] == E3) & (codes[1:] == BYTE_80)))
     if lead[7]:  # E0, then its second byte
         e0 = codes[:-1] == E0
         second = codes[1:]
