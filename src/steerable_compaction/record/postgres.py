@@ -45,7 +45,7 @@ from .base import FsyncPolicy, Record
 from .codec import CHECKED_SINCE, encode_body, iter_lines, iter_rows
 from .events import Entry
 from .files import bulk_load
-from .stores import is_postgres_url
+from .urls import is_postgres_url
 
 __all__ = [
     "FORMAT",

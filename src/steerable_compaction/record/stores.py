@@ -13,6 +13,7 @@ from .base import CompactionInfo, FsyncPolicy, Record
 from .jsonl import SQLITE_MAGIC, JsonlRecord
 from .memory import MemoryRecord
 from .sqlite import SqliteRecord
+from .urls import is_postgres_url
 
 __all__ = [
     "CompactionInfo",
@@ -24,13 +25,6 @@ __all__ = [
     "is_postgres_url",
     "open_record",
 ]
-
-_SCHEMES = ("postgresql://", "postgres://")
-
-
-def is_postgres_url(spec: object) -> bool:
-    """Whether `spec` names a PostgreSQL database (`postgresql://...` or `postgres://...`)."""
-    return isinstance(spec, str) and spec.lower().startswith(_SCHEMES)
 
 
 def open_record(
