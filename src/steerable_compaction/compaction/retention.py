@@ -245,14 +245,26 @@ def _clauses(
         speaker = None if i in skip else _speaker(messages[i])
         if speaker is None:
             continue
+        tool = speaker == "tool"
         for line in _lines(messages[i].text):
-            code = speaker == "tool" and bool(_CODE.search(_LINE_NUMBER.sub("", line, count=1)))
-            if speaker == "tool":
-                line = _LISTING_NUMBER.sub("", line, count=1)
-            refs = HISTORY_REF.findall(line)
-            origin = int(refs[0][0]) if refs else None
-            line = _BULLET.sub("", HISTORY_REF.sub("", line)).strip()
-            for clause in _CLAUSES.split(line):
+            if len(line.strip()) < 4:
+                continue  # no clause of four characters (the substitutions below only shorten)
+            # Each substitution only where its pattern can match (a line number starts with a
+            # digit, a bullet with - or *): most lines need none of them.
+            numbered = line.lstrip()[:1].isdigit()
+            code = False
+            if tool:
+                code = bool(_CODE.search(_LINE_NUMBER.sub("", line, count=1) if numbered else line))
+                if numbered:
+                    line = _LISTING_NUMBER.sub("", line, count=1)
+            origin = None
+            if "[history seq " in line:
+                refs = HISTORY_REF.findall(line)
+                origin = int(refs[0][0]) if refs else None
+                line = HISTORY_REF.sub("", line)
+            if line[:1] in ("-", "*"):
+                line = _BULLET.sub("", line)
+            for clause in _CLAUSES.split(line.strip()):
                 clause = clause.strip()
                 if len(clause) >= 4 and not clause.startswith(
                     ("<compacted-summary>", "</compacted")
@@ -275,13 +287,14 @@ def _candidates(
     signatures) are not facts someone stated: they are left to the history tools.
     """
     start, end = span
-    shapes = Counter(_shape(c.text) for c in clauses)
+    shape_of = [_shape(c.text) for c in clauses]
+    shapes = Counter(shape_of)
     span_length = max(end - start - 1, 1)
     found: dict[str, Atom] = {}
-    for clause in clauses:
-        atoms = [a for a in _atoms_in(clause.text) if a[1] not in summary]
-        prose = len(_WORD.findall(clause.text)) >= 4
-        if not atoms or clause.code or not prose or shapes[_shape(clause.text)] >= 3:
+    for clause, shape in zip(clauses, shape_of, strict=True):
+        # The cheap tests first: most lines of tool output are code, repeat a shape or are no
+        # prose, and finding atoms is the costly part.
+        if clause.code or shapes[shape] >= 3 or len(_WORD.findall(clause.text)) < 4:
             continue
         if (
             clause.speaker == "tool"
@@ -289,6 +302,9 @@ def _candidates(
             and len(_SYMBOLS.findall(clause.text)) > _DENSE * len(clause.text)
         ):
             continue  # minified code, escaped JSON: symbols everywhere, words in between
+        atoms = [a for a in _atoms_in(clause.text) if a[1] not in summary]
+        if not atoms:
+            continue
         base = _ROLE_WEIGHT[clause.speaker] * (0.7 + 0.3 * (clause.index - start) / span_length)
         kind, value, at = max(atoms, key=lambda a: _KIND_WEIGHT[a[0]])
         score = base * (_KIND_WEIGHT[kind] + 0.2 * (len({a[1] for a in atoms}) - 1))
