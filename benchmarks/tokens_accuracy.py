@@ -288,6 +288,36 @@ def speed(
     return rates
 
 
+def crossover(corpora: list[Corpus]) -> None:
+    """Microseconds per text of each counting pass by text size: where numpy overtakes."""
+    if counting._vectorized() is None:
+        return
+    from steerable_compaction.tokens import vectorized
+
+    ascii_text = "\n".join(c.text for c in corpora if c.text.isascii()).encode("utf-8")
+    other = "\n".join(c.text for c in corpora if not c.text.isascii()).encode("utf-8")
+    print(f"\n{'bytes':>8}  {'ASCII: bits':>12}  {'numpy':>8}  {'other: bits':>12}  {'numpy':>8}")
+    for size in (2_048, 4_096, 6_144, 8_192, 12_288, 16_384):
+        cells = []
+        for text in (ascii_text, other):
+            raw = text[:size]
+            ascii_only = raw.isascii()
+            for count in (counting._piece, vectorized.piece_counts):
+                best = float("inf")
+                for _ in range(5):
+                    start = time.thread_time()
+                    for _ in range(100):
+                        count(raw, ascii_only)
+                    best = min(best, (time.thread_time() - start) / 100)
+                cells.append(best * 1e6)
+        bits_ascii, numpy_ascii, bits_other, numpy_other = cells
+        print(
+            f"{size:>8}  {bits_ascii:>12.1f}  {numpy_ascii:>8.1f}  "
+            f"{bits_other:>12.1f}  {numpy_other:>8.1f}"
+        )
+    print(f"(texts from {counting._VECTOR_MIN:,} bytes go to numpy; us per text, best of 5)")
+
+
 def counting_path() -> str:
     """Which pass counts long texts here: "numpy" (the `fast` extra) or "bit operations"."""
     return "bit operations" if counting._vectorized() is None else "numpy"
@@ -403,6 +433,7 @@ def main() -> int:
         if not LEARNED_RANGE[0] <= r <= LEARNED_RANGE[1]
     ]
     speed(corpora, refs, extra)
+    crossover(corpora)
     if misses:
         print(f"\n{len(misses)} goal(s) missed:")
         for miss in misses:
