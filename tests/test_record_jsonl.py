@@ -235,11 +235,18 @@ def test_r39_v2_record_loads_and_upgrades_in_memory_losslessly(tmp_path: Path) -
         assert again.messages()[-1] == Message.user("written as v3")
 
 
+@pytest.mark.parametrize("block", [1, 1 << 20])
 @pytest.mark.parametrize("readonly", [True, False])
 def test_a_file_that_is_not_a_record_is_refused_and_left_whole(
-    tmp_path: Path, readonly: bool
+    tmp_path: Path, readonly: bool, block: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Regression: a file without newlines (a JSON config, a database) is never 'torn' to 0."""
+    """Regression: a file without newlines (a JSON config, a database) is never 'torn' to 0.
+
+    An SQLite file is named as one even when blocks are shorter than SQLite's header.
+    """
+    from steerable_compaction.record import jsonl
+
+    monkeypatch.setattr(jsonl, "_BLOCK", block)
     config = tmp_path / "config.json"
     config.write_text(json.dumps({"model": "gpt-4o", "tools": list(range(100))}))
     db = tmp_path / "session.db"

@@ -7,6 +7,7 @@ import sqlite3
 import stat
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -416,7 +417,7 @@ def test_damage_in_a_later_chunk_names_its_row(
 
 @pytest.mark.usefixtures("chunks_of_two")
 def test_a_body_holding_a_newline_in_a_later_chunk_still_loads(tmp_path: Path) -> None:
-    """JSON may hold a newline as whitespace: that chunk is read row by row, and all loads."""
+    """JSON may hold a newline as whitespace: from that chunk on rows are read one by one."""
     path = _v3_database(tmp_path / "r.db", 9)
     _sql(
         path,
@@ -425,3 +426,89 @@ def test_a_body_holding_a_newline_in_a_later_chunk_still_loads(tmp_path: Path) -
     )
     with SqliteRecord(path, readonly=True) as record:
         assert [m.text for m in record.messages()] == [str(i) for i in range(9)]
+
+
+@pytest.mark.parametrize("chunk", [2, 2_000])
+def test_a_null_body_is_named_even_beside_a_body_that_holds_the_next_row(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int
+) -> None:
+    """A NULL row beside a row holding two is found, wherever the chunks fall.
+
+    Row 3 holds rows 3 and 4 (a newline between) and row 4 is NULL: the blob's line count
+    matches the rows, so only the count of bodies shows the NULL.
+    """
+    from steerable_compaction.record import sqlite
+
+    monkeypatch.setattr(sqlite, "_CHUNK_ROWS", chunk)
+    path = tmp_path / "r.db"
+    write(SqliteRecord, path, [MessageAppended(message=Message.user(f"{i}")) for i in range(9)])
+    _sql(
+        path,
+        "PRAGMA writable_schema = ON",
+        "UPDATE sqlite_master SET sql = replace(sql, 'body TEXT NOT NULL', 'body TEXT') "
+        "WHERE name = 'events'",
+    )
+    _sql(
+        path,
+        "UPDATE events SET body = body || char(10) || (SELECT body FROM events WHERE seq = 4) "
+        "WHERE seq = 3",
+        "UPDATE events SET body = NULL WHERE seq = 4",
+    )
+    with pytest.raises(RecordError, match="no body") as info:
+        SqliteRecord(path, readonly=True)
+    assert info.value.line == 4
+
+
+class _EndsItsTransaction(SqliteRecord):
+    """A reader whose load fails after SQLite ended the read transaction (busy, I/O, memory)."""
+
+    def _load_chunk(self) -> bool:
+        assert self._conn is not None
+        self._conn.execute("ROLLBACK")
+        raise RecordError("the row at fault", path=self.file, line=3)
+
+
+def test_an_error_that_ended_the_read_transaction_is_the_error_raised(tmp_path: Path) -> None:
+    """Regression: the COMMIT after a failed read no longer replaces the error with its own."""
+    path = _v3_database(tmp_path / "r.db", 9)
+    with pytest.raises(RecordError, match="the row at fault") as info:
+        _EndsItsTransaction(path, readonly=True)
+    assert info.value.line == 3
+
+
+class _Locked(SqliteRecord):
+    """A reader whose database stays locked for the rows: every read of `events` fails."""
+
+    statements: list[str]
+
+    def _connect(self, where: str, *, uri: bool = False) -> sqlite3.Connection:
+        real = super()._connect(where, uri=uri)
+        statements = self.statements = []
+
+        class Locked:
+            in_transaction = property(lambda _: real.in_transaction)
+
+            def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
+                statements.append(sql)
+                if "FROM events" in sql:
+                    raise sqlite3.OperationalError("database is locked")
+                return real.execute(sql, *args)
+
+            def close(self) -> None:
+                real.close()
+
+        return Locked()  # type: ignore[return-value]
+
+
+def test_a_locked_database_fails_at_once_without_reading_row_by_row(tmp_path: Path) -> None:
+    """A read error is the open's error: it is not retried row by row (nor waited for twice).
+
+    Only a blob larger than SQLite's largest string is read again one row at a time.
+    """
+    path = _v3_database(tmp_path / "r.db", 9)
+    record = _Locked.__new__(_Locked)
+    with pytest.raises(RecordError, match="database is locked"):
+        record.__init__(path, readonly=True)  # type: ignore[misc]
+    assert [sql for sql in record.statements if "FROM events" in sql] == [
+        next(sql for sql in record.statements if "group_concat" in sql)
+    ]

@@ -71,3 +71,14 @@ def test_a_rewrite_after_the_reply_hides_its_usage_until_the_next_reply() -> Non
     assert newest_usage(record, 0) is None
     record.append(MessageAppended(message=Message.assistant("two"), usage=Usage(prompt_tokens=95)))
     assert newest_usage(record, 0) == (95, 2)
+
+
+def test_a_negative_since_counts_from_the_end_as_a_slice_does() -> None:
+    """`since=-k` looks at the last k entries, and an empty record has no usage at all."""
+    assert newest_usage(MemoryRecord(), -3) is None
+    record = MemoryRecord()
+    record.append(MessageAppended(message=Message.assistant("a"), usage=Usage(prompt_tokens=7)))
+    record.append_message(Message.user("b"))
+    assert newest_usage(record, -2) == scanned(record, -2) == (7, 0)
+    assert newest_usage(record, -1) is scanned(record, -1) is None
+    assert newest_usage(record, -9) == scanned(record, -9)

@@ -293,7 +293,7 @@ class Record(ABC):
         return False
 
     def _accept(self, entry: Entry) -> None:
-        """Take in an entry (every one but plain messages without usage, which `_ingest` runs)."""
+        """Take in one entry (`append` for each; `_ingest` for all but plain messages)."""
         self._projection.apply(entry)
         self._entries.append(entry)
         event = entry.event

@@ -83,7 +83,7 @@ class JsonlRecord(FileRecord):
         loaded = 0
         with open(self.file, "rb") as fh:
             fh.seek(self._offset)
-            data = fh.read(_BLOCK)
+            data = fh.read(max(_BLOCK, len(SQLITE_MAGIC)))
             if self._needs_newline and data.startswith(b"\n"):
                 # The newline a writer added after an entry this handle loaded unterminated.
                 data = data[1:]

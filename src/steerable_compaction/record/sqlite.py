@@ -11,6 +11,7 @@ other file, is refused and left untouched.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sqlite3
@@ -144,8 +145,8 @@ class SqliteRecord(FileRecord):
         Rows come in chunks of `_CHUNK_ROWS`, each as one blob joined by SQLite when its rows
         are contiguous and hold no newline (a third of the time of fetching them one by one;
         in chunks, the buffers stay small and are reused, so reading a large record takes half
-        the time of one blob and a fraction of its memory). Otherwise, and to name the row at fault
-        when a blob does not load, the rest come one by one. All in one read snapshot.
+        the time of one blob and a fraction of its memory). Otherwise, and to name the row at
+        fault when a blob does not load, the rest come one by one. All in one read snapshot.
         """
         assert self._conn is not None
         conn, before = self._conn, len(self._entries)
@@ -160,11 +161,17 @@ class SqliteRecord(FileRecord):
                 count = found[0][0] if found else None
             while self._load_chunk():
                 pass
-        finally:
-            try:
-                conn.execute("COMMIT")
-            except _ERRORS as exc:
-                raise self._error(exc) from None
+        except BaseException:
+            # SQLite may have ended the transaction itself (a busy or I/O error, no memory):
+            # end it if it is still open, and never let that hide the error on its way out.
+            if conn.in_transaction:
+                with contextlib.suppress(*_ERRORS):
+                    conn.execute("ROLLBACK")
+            raise
+        try:
+            conn.execute("COMMIT")
+        except _ERRORS as exc:
+            raise self._error(exc) from None
         if self._counted and (type(count) is not int or count > len(self._entries)):
             raise RecordError(
                 f"the database holds {len(self._entries)} events but counted {count!r}: "
@@ -201,23 +208,26 @@ class SqliteRecord(FileRecord):
 
     def _joined(self, first: int) -> bytes | None:
         """Rows `first`... (a chunk) as newline-terminated lines; `None` if not so readable."""
+        assert self._conn is not None
         try:
-            [(rows, low, high, joined)] = self._fetch(
-                "SELECT count(*), min(seq), max(seq), CAST(group_concat(body, char(10)) AS BLOB) "
+            rows, bodies, low, high, joined = self._conn.execute(
+                "SELECT count(*), count(body), min(seq), max(seq), "
+                "CAST(group_concat(body, char(10)) AS BLOB) "
                 "FROM (SELECT seq, body FROM events WHERE seq >= ? AND seq < ? ORDER BY seq)",
-                first,
-                first + _CHUNK_ROWS,
-            )
-        except RecordError:
-            return None  # e.g. more than SQLite's largest string: one by one names the cause
+                (first, first + _CHUNK_ROWS),
+            ).fetchone()
+        except sqlite3.DataError:  # more than SQLite's largest string: one by one
+            return None
+        except _ERRORS as exc:
+            raise self._error(exc) from None
         if not rows:  # the end, or a gap in seq (read one by one, that names the row after it)
             return (
                 None if self._fetch("SELECT 1 FROM events WHERE seq >= ? LIMIT 1", first) else b""
             )
-        if low != first or high - low + 1 != rows or type(joined) is not bytes:
-            return None
+        if low != first or high - low + 1 != rows or bodies != rows or type(joined) is not bytes:
+            return None  # a gap, or a NULL body (left out of the join)
         if joined.count(b"\n") != rows - 1:
-            return None  # a NULL body (left out of the join), or a body holding a newline
+            return None  # a body holding a newline
         return joined + b"\n"
 
     def _rows(self, first: int) -> list[tuple[int, object]]:

@@ -15,8 +15,10 @@ def newest_usage(record: Record, since: int) -> tuple[int, int] | None:
     held the messages before it. `None` when no reply carries usage, or a rewrite came after
     it (its count no longer describes the projection, R9).
     """
+    if since < 0:  # as in `entries[since:]`
+        since = max(len(record.entries) + since, 0)
     newest = record._newest_usage  # kept by the record as it takes entries in: O(1)
-    if newest < since or record._newest_boundary > newest:
+    if newest < 0 or newest < since or record._newest_boundary > newest:
         return None
     event = record.entries[newest].event
     assert isinstance(event, MessageAppended) and event.usage is not None

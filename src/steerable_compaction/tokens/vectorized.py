@@ -36,7 +36,7 @@ from .classes import (
 __all__ = ["piece_counts"]
 
 _Mask: TypeAlias = npt.NDArray[np.bool_]
-_TABLE = bytes(CODES)
+_TABLE = CODES
 _NEWLINE_ROUNDS = 3  # newline runs longer than 2 * this are counted by `bytes.count` instead
 _count = np.count_nonzero
 
@@ -47,7 +47,7 @@ def _runs(mask: _Mask) -> int:
 
 
 def piece_counts(raw: bytes, ascii_only: bool) -> tuple[int, ...]:
-    """`TextCounts` fields of `raw` (at least 8 bytes), in order; ASCII text stops after 10.
+    """`TextCounts` fields of `raw` (at least 2 bytes), in order; ASCII text stops after 10.
 
     The same counts as `counting._piece`, field by field.
     """
