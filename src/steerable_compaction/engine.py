@@ -21,7 +21,6 @@ from .compaction import (
     SummaryNeeded,
     plan_compaction,
     plan_merge,
-    summary_message,
 )
 from .compaction.state import (
     THRASHING_REASON,
@@ -59,7 +58,7 @@ from .record import (
     SummarySource,
 )
 from .record.usage import newest_usage
-from .summaries import SummaryAttempt, SummaryWriter
+from .summaries import SummaryAttempt, SummaryWriter, closing_message, span_history
 from .tokens import TokenMeter
 from .writer import CompactionWriter
 
@@ -500,11 +499,10 @@ class CompactionHooks:
         rebuilds the same text from the same record), and the summary names the record seqs it
         replaces.
         """
-        begin, end = span
         projection = self.record.projection
         messages = projection.messages
         seqs = projection.seqs
-        history = (min(seqs[begin:end]), max(seqs[begin:end])) if end > begin else None
+        history = span_history(seqs, span)
         retention = self._summaries.retention(
             messages,
             seqs,
@@ -515,12 +513,9 @@ class CompactionHooks:
             entries=self.record.entries,
         )
         text = f"{summary.rstrip()}\n\n{retention.block}" if retention.block else summary
-        users_only = all(messages[i].role == "user" for i in kept)
         replacement = (
             *(messages[i] for i in kept),
-            summary_message(
-                text, end - begin, len(kept), kept_users_only=users_only, history=history
-            ),
+            closing_message(text, messages, seqs, span, kept),
         )
         action: CompactionAction = "summarize" if source == "summarizer" else "excerpt"
         return self._writer.close(

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from .compaction import SummaryNeeded, excerpt_summary, summary_message
@@ -24,7 +24,7 @@ from .messages import Message
 from .record import Entry, MessageAppended, SummarySource
 from .tokens import TokenMeter, estimate_tokens
 
-__all__ = ["SummaryAttempt", "SummaryWriter", "as_appended"]
+__all__ = ["SummaryAttempt", "SummaryWriter", "as_appended", "closing_message", "span_history"]
 
 logger = logging.getLogger("steerable_compaction.engine")
 
@@ -56,6 +56,29 @@ def as_appended(
         if isinstance(event, MessageAppended) and event.message is not out[i]:
             out[i] = event.message
     return out
+
+
+def span_history(seqs: Sequence[int], span: tuple[int, int]) -> tuple[int, int] | None:
+    """The first and last record seq of `span` (what a summary of it names), if any."""
+    begin, end = span
+    return (min(seqs[begin:end]), max(seqs[begin:end])) if end > begin else None
+
+
+def closing_message(
+    text: str,
+    messages: Sequence[Message],
+    seqs: Sequence[int],
+    span: tuple[int, int],
+    kept: Collection[int],
+) -> Message:
+    """The summary message that replaces `messages[span]` after its `kept` messages."""
+    return summary_message(
+        text,
+        span[1] - span[0],
+        len(kept),
+        kept_users_only=all(messages[i].role == "user" for i in kept),
+        history=span_history(seqs, span),
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -163,13 +186,7 @@ class SummaryWriter:
         # the rewrite still shrinks, nor more than a share of the span, so a small span does not
         # come back as a list. A block an earlier summary of the span carries is condensed
         # already and may come back whole: only the rest of the span is held to the share.
-        wrapped = summary_message(
-            summary.rstrip() + "\n\n",
-            end - begin,
-            len(kept),
-            kept_users_only=all(messages[i].role == "user" for i in kept),
-            history=(min(seqs[begin:end]), max(seqs[begin:end])) if end > begin else None,
-        )
+        wrapped = closing_message(summary.rstrip() + "\n\n", messages, seqs, span, kept)
         free = span_tokens - estimate_tokens(wrapped)
         share = (span_tokens - carried) // RETAINED_SPAN_DIVISOR + carried
         budget = min(budget_tokens, share, free // 2)
