@@ -28,12 +28,14 @@ def run(task: str, arm: str, scale: float = 1.0) -> RunResult:
 def session_messages(task: Task) -> list[Message]:
     """Every message the session states, uncompacted, as the host and agent send them.
 
-    Calls and commands are left out: only what the host, the user and the tools say.
+    Calls and commands are left out: only what the host, the user and the tools say, and the
+    agent's thoughts (where it states its findings).
     """
     messages = [Message.system(task.system), *task.restored, *task.demonstration]
     for turn in task.turns:
         messages.append(turn.user)
         for step in turn.steps:
+            messages.append(Message.assistant(step.thought))
             for one in (step, *step.parallel):
                 if turn.observations:
                     messages.append(observation_message(one))

@@ -40,8 +40,8 @@ def test_eval_command_writes_a_table_results_json_and_a_png(
     captured = capsys.readouterr()
     assert "running 6 sessions (2 tasks x 3 arms)" in captured.err
     assert "6/6 images / current" in captured.err
-    assert captured.out.startswith("task ")
-    assert "over all tasks" in captured.out
+    assert captured.out.startswith("summarizer  task ")
+    assert "over all tasks, summarizer checkpoint" in captured.out
     document = json.loads((out / "results.json").read_text(encoding="utf-8"))
     assert document["format"] == "steerable-compaction-eval/1" and document["seed"] == 1
     assert [(r["task"], r["arm"]) for r in document["runs"]][:3] == [
@@ -51,8 +51,13 @@ def test_eval_command_writes_a_table_results_json_and_a_png(
     ]
     assert "naive" in document["arm_sources"] and document["tasks"]["light"]["window"] == 16_384
     assert all(isinstance(r["no_assistant_requests"], int) for r in document["runs"])
+    assert {r["summarizer"] for r in document["runs"]} == {"checkpoint"}
+    assert all(
+        isinstance(r["requests_over_estimate"], int) and isinstance(r["failed_requests"], int)
+        for r in document["runs"]
+    )
     head, *_ = captured.out.splitlines()
-    assert head.split()[-4:] == ["comp", "no-asst", "death", "trace"]
+    assert head.split()[-6:] == ["comp", "no-asst", "over", "fail", "death", "trace"]
     assert (out / "eval.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -63,6 +68,7 @@ def test_eval_command_writes_a_table_results_json_and_a_png(
         (["--arms", "light"], "unknown arm(s) light"),
         (["--scale", "9"], "--scale must be in (0, 4]"),
         (["--summary-ratio", "0"], "--summary-ratio must be >= 1"),
+        (["--summarizer", "poet"], "unknown summarizer(s) poet"),
     ],
 )
 def test_eval_command_rejects_bad_arguments(
@@ -107,3 +113,23 @@ def test_eval_command_reports_a_bad_harness(
         err = capsys.readouterr().err
         assert f"--harness {path}" in err and "error" in err
     assert not out.exists()
+
+
+def test_eval_command_runs_every_summarizer_personality_with_all(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--summarizer all` runs each personality once, tables each, and names each arm's worst."""
+    parser = argparse.ArgumentParser()
+    add_eval_command(parser.add_subparsers())
+    out = tmp_path / "out"
+    argv = ["eval", "--tasks", "light", "--arms", "current", "--scale", "0.3", "--out", str(out)]
+    args = parser.parse_args([*argv, "--summarizer", "all"])
+    assert args.func(args) == 0
+    text = capsys.readouterr().out
+    document = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    names = ["checkpoint", "prose", "foreign", "json", "terse", "unruly"]
+    assert document["summarizers"] == names
+    assert [r["summarizer"] for r in document["runs"]] == names
+    for name in names:
+        assert f"over all tasks, summarizer {name}" in text
+    assert "each arm under its worst summarizer" in text

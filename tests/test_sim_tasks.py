@@ -7,12 +7,13 @@ from collections import Counter
 
 import pytest
 
-from steerable_compaction import Message
+from steerable_compaction import Message, resolve_compaction_policy
 from steerable_compaction.recall import HISTORY_TOOL_NAMES
 from steerable_compaction.sim import TASK_NAMES, build_task
 from steerable_compaction.sim.agent import observation_message, visible_lines
 from steerable_compaction.sim.content import image_text
 from steerable_compaction.sim.tasks import Needle, Task, find_answer
+from steerable_compaction.tokens import estimate_tokens
 
 from .sim_helpers import play, run, statements
 
@@ -88,6 +89,7 @@ def _sites(task: Task) -> list[tuple[str, int, list[str]]]:
         sites.append(("user", n, turn.user.text.split("\n")))
         sites += [("user image", n, [image_text(i) or ""]) for i in turn.user.images]
         for step in turn.steps:
+            sites.append(("agent", n, step.thought.split("\n")))
             for one in (step, *step.parallel):
                 kind = "observation" if turn.observations else "tool"
                 if turn.observations:
@@ -108,6 +110,7 @@ _KINDS = {  # carrier -> the kinds of site that may state it
     "giant": ("tool",),
     "observation": ("observation",),
     "image": ("tool image", "user image"),
+    "agent": ("agent",),
 }
 
 
@@ -216,3 +219,41 @@ def test_chain_states_every_fact_early_in_a_tool_result_and_compacts_often() -> 
     assert {n.carrier for n in task.needles} == {"tool"}
     assert max(n.step for n in task.needles) < steps / 4
     assert run("chain", "current").compactions >= 8
+
+
+# -- the variety shapes: the agent's own findings, a tight opening, small windows, dense tokens --
+
+
+def test_findings_states_most_needles_in_the_agents_own_words() -> None:
+    """`findings` plants six needles in the agent's thoughts, two in user messages."""
+    task = build_task("findings", 0)
+    carriers = Counter(n.carrier for n in task.needles)
+    assert carriers == {"agent": 6, "user": 2}
+    thoughts = [s.thought for t in task.turns for s in t.steps]
+    for needle in task.needles:
+        if needle.carrier == "agent":
+            assert sum(needle.value in thought for thought in thoughts) == 1
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_tight_opening_fills_55_to_85_percent_of_the_threshold_before_the_task(seed: int) -> None:
+    """A demonstration user message, then the task: together 55-85 % of the 4k threshold.
+
+    Nothing is pinned and no assistant message comes before the task.
+    """
+    task = build_task("tight_opening", seed)
+    (example,) = task.demonstration
+    assert example.role == "user" and not example.pinned and task.window == 4096
+    opening = [Message.system(task.system), example, task.turns[0].user]
+    share = estimate_tokens(opening) / resolve_compaction_policy(None, 4096).threshold_tokens
+    assert 0.5 <= share <= 0.9, share
+    assert not any(t.user.pinned for t in task.turns)
+
+
+def test_small_window_and_dense_tokens_shapes() -> None:
+    """`small_window` runs in 2k, 3k and 4k windows; `dense_tokens` bills 1/1.5-1/1.3 per piece."""
+    assert [build_task("small_window", s).window for s in range(3)] == [2048, 3072, 4096]
+    for seed in range(5):
+        scale = build_task("dense_tokens", seed).token_scale
+        assert 1 / 1.5 <= scale <= 1 / 1.3
+    assert all(build_task(n, 0).token_scale == 1.0 for n in TASK_NAMES if n != "dense_tokens")

@@ -462,3 +462,31 @@ async def test_texts_sharing_a_byte_prefix_share_its_tokens(shared: str, a: str,
     assert prefix_tokens - 1 <= usage.cached_tokens <= usage.prompt_tokens
     if a == b:
         assert usage.cached_tokens == usage.prompt_tokens
+
+
+async def test_token_scale_bills_a_denser_tokenizer_and_refuses_by_the_billed_count() -> None:
+    """`token_scale` scales every billed figure (prompt, cached, completion) and the overflow.
+
+    It stands in for a model whose tokenizer the library's estimate over-counts (the estimate
+    is then 1 / scale times the bill).
+    """
+    messages = transcript(12)
+    plain = CachingProvider(window=100_000)
+    dense = CachingProvider(window=100_000, token_scale=0.7)
+    assert dense.count_tokens(req(*messages)) == -(-plain.count_tokens(req(*messages)) * 7 // 10)
+    await dense.complete(req(*messages))
+    second = await dense.complete(req(*messages))
+    assert second.usage.prompt_tokens == dense.count_tokens(req(*messages))
+    assert 0 < second.usage.cached_tokens <= second.usage.prompt_tokens
+    fits = CachingProvider(window=dense.count_tokens(req(*messages)), token_scale=0.7)
+    await fits.complete(req(*messages))  # over the window unscaled, inside it billed
+    assert plain.count_tokens(req(*messages)) > fits.window
+
+
+@pytest.mark.parametrize(
+    ("scale", "error"), [(0.05, ValueError), (True, TypeError), (11, ValueError)]
+)
+def test_token_scale_must_be_a_plausible_number(scale: object, error: type[Exception]) -> None:
+    """A scale outside [0.1, 10], or not a number, is refused at construction."""
+    with pytest.raises(error, match="token_scale"):
+        CachingProvider(window=10, token_scale=scale)  # type: ignore[arg-type]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -351,6 +352,8 @@ class CachingProvider(_RecordingProvider):
     writes its whole prompt as an entry unless `cache_retention="none"` or it is shorter than
     `rules.min_cacheable`. Prompt plus `max_output_tokens` above `window` raises the provider's
     400 `ContextOverflowError`. `answer` makes the reply (default: `"Reply <n>."`).
+    `token_scale` bills that many tokens per counted piece (rounded up), to stand in for a
+    tokenizer denser (below 1) or sparser (above 1) than the library's estimate.
     """
 
     def __init__(
@@ -361,9 +364,15 @@ class CachingProvider(_RecordingProvider):
         rules: CacheRules | None = None,
         clock: Callable[[], float] = time.monotonic,
         name: str = "caching",
+        token_scale: float = 1.0,
     ) -> None:
         super().__init__(name)
         _check_int("window", window, 1)
+        if isinstance(token_scale, bool) or not isinstance(token_scale, int | float):
+            raise TypeError(f"token_scale must be a number, got {type(token_scale).__name__}")
+        if not 0.1 <= token_scale <= 10:
+            raise ValueError(f"token_scale must be in [0.1, 10], got {token_scale!r}")
+        self.token_scale = float(token_scale)
         self._answer_fn = answer
         self.window = window
         self.rules = rules if rules is not None else CacheRules.openai()
@@ -373,7 +382,11 @@ class CachingProvider(_RecordingProvider):
 
     def count_tokens(self, request: CompletionRequest) -> int:
         """The prompt tokens `request` would be billed (tool specs included)."""
-        return sum(map(len, self._blocks(request)))
+        return self._bill(sum(map(len, self._blocks(request))))
+
+    def _bill(self, pieces: int) -> int:
+        """Billed tokens for `pieces` counted pieces (`token_scale`)."""
+        return pieces if self.token_scale == 1.0 else math.ceil(pieces * self.token_scale)
 
     def cache_hit_rate(self) -> float:
         """Cached prompt tokens over all prompt tokens billed so far (0.0 before any reply)."""
@@ -420,18 +433,20 @@ class CachingProvider(_RecordingProvider):
 
     async def _answer(self, request: CompletionRequest) -> Completion:
         blocks = self._blocks(request)
-        prompt = sum(map(len, blocks))
+        pieces = sum(map(len, blocks))
+        prompt = self._bill(pieces)
         output = request.max_output_tokens or 0
         if prompt + output > self.window:
             raise self._overflow(prompt, output)
         answer = self._answer_fn or (lambda _: f"Reply {len(self.completions) + 1}.")
         message = _assistant(answer(request))
-        cached, written = self._use_cache(blocks, prompt, request.cache_retention == "default")
+        cached, written = self._use_cache(blocks, pieces, request.cache_retention == "default")
+        cached = min(self._bill(cached), prompt)
         usage = Usage(
             prompt_tokens=prompt,
-            completion_tokens=len(self._message_block(message)),
+            completion_tokens=self._bill(len(self._message_block(message))),
             cached_tokens=cached,
-            cache_write_tokens=written if self.rules.reports_writes else 0,
+            cache_write_tokens=prompt - cached if written and self.rules.reports_writes else 0,
         )
         return Completion(message=message, usage=usage, stop_reason=_stop_reason(message))
 

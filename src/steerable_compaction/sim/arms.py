@@ -84,6 +84,8 @@ class BuiltArm:
     loop: CoreLoop
     policy: CompactionPolicy
     trace_policy: CompactionPolicy | None = None
+    pressure: Callable[[], int] | None = None  # the arm's own estimate of its next request
+    meter: TokenMeter | None = None  # the meter that prices its summary requests
 
 
 def leading_system(messages: Sequence[Message]) -> int:
@@ -132,6 +134,11 @@ class ArmHooks:
     def pressure(self) -> int:
         """Tokens the next request will carry (estimated from the last billed request)."""
         return self.meter.pressure(self.record.projection.messages)
+
+    def next_request_tokens(self) -> int:
+        """`pressure` anchored on the newest billed reply: this arm's estimate of its request."""
+        self._observe()
+        return self.pressure()
 
     # -- hooks ----------------------------------------------------------------------------------
 
@@ -365,21 +372,31 @@ def build_current(ctx: ArmContext) -> BuiltArm:
     if harness.spill is not None:  # names that do not vary from run to run (see SpillHooks)
         counter = itertools.count()
         harness.spill.name_token = lambda: f"{next(counter):08x}"
-    return BuiltArm(loop=harness.loop, policy=harness.policy, trace_policy=harness.policy)
+    engine = harness.compaction
+    return BuiltArm(
+        loop=harness.loop,
+        policy=harness.policy,
+        trace_policy=harness.policy,
+        pressure=None if engine is None else engine.pressure,
+        meter=None if engine is None else engine.meter,
+    )
 
 
 def build_hooks(kind: type[ArmHooks]) -> Callable[[ArmContext], BuiltArm]:
     """A builder running `kind` as the loop's only hook."""
 
     def build(ctx: ArmContext) -> BuiltArm:
+        hooks = kind(ctx)
         loop = CoreLoop(
             ctx.provider,
             ctx.record,
-            hooks=[kind(ctx)],
+            hooks=[hooks],
             tools=ctx.tools,
             max_rounds_per_turn=MAX_ROUNDS_PER_TURN,
         )
-        return BuiltArm(loop=loop, policy=ctx.policy)
+        return BuiltArm(
+            loop=loop, policy=ctx.policy, pressure=hooks.next_request_tokens, meter=hooks.meter
+        )
 
     build.__doc__ = kind.__doc__
     return build

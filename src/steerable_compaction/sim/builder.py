@@ -120,7 +120,10 @@ _JA: tuple[_Topic, ...] = (
 
 
 def statement(needle: Needle, rng: Random, where: str) -> str:
-    """The sentence that states `needle` in a `where` ("user", "log", "code", "doc", "image")."""
+    """The sentence that states `needle` in a `where`.
+
+    `where` is "user", "log", "code", "doc", "image" or "agent" (a finding in the agent's words).
+    """
     a, v = needle.anchor, needle.value
     if needle.language == "zh":
         return rng.choice((f"备注：{a}为 {v}。", f"说明：{a}是 {v}，请留意。"))
@@ -136,6 +139,11 @@ def statement(needle: Needle, rng: Random, where: str) -> str:
         "code": (f"# NOTE: the {a} is {v}", f"# the {a} is {v}; keep in sync with ops"),
         "doc": (f"note: the {a} is {v}", f"The {a} is {v}."),
         "image": (f"Banner: the {a} is {v}.",),
+        "agent": (
+            f"Found it: the {a} is {v}.",
+            f"So the {a} is {v}; I will keep that in mind.",
+            f"That settles it, the {a} is {v}.",
+        ),
     }
     return rng.choice(templates[where])
 
@@ -143,6 +151,14 @@ def statement(needle: Needle, rng: Random, where: str) -> str:
 # -- the builder ----------------------------------------------------------------------------------
 
 _SIZES = {  # (min, max) lines per tool output
+    "small": {
+        "read_file": (6, 16),
+        "read_logs": (4, 10),
+        "read_config": (4, 10),
+        "run_tests": (5, 14),
+        "grep": (2, 6),
+        "list_dir": (3, 8),
+    },
     "light": {
         "read_file": (12, 40),
         "read_logs": (6, 18),
@@ -297,6 +313,17 @@ class SessionBuilder:
         lines.insert(at, said)
         return Step(
             tool=step.tool, arguments=step.arguments, thought=step.thought, output="\n".join(lines)
+        )
+
+    def conclude(self, step: Step, needle: Needle) -> Step:
+        """`step` whose thought (the agent's own words) also states `needle` as a finding."""
+        said = statement(needle, self.rng, "agent")
+        return Step(
+            tool=step.tool,
+            arguments=step.arguments,
+            thought=f"{said} {step.thought}",
+            output=step.output,
+            parallel=step.parallel,
         )
 
     def opener(self, n: int, needles: list[Needle]) -> Message:

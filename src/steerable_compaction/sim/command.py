@@ -16,10 +16,11 @@ from typing import TextIO
 
 from ..errors import ConfigError
 from ..harness import read_harness
+from .personalities import PERSONALITIES
 from .runner import ARM_NAMES, ARMS, PEER_ARMS, EvalResults, RunResult, run_eval
 from .tasks import TASK_NAMES
 
-__all__ = ["add_eval_command", "format_table", "run_eval_command"]
+__all__ = ["add_eval_command", "format_table", "run_eval_command", "worst_by_arm"]
 
 _TRACE_SHORT = {
     "bracket_shrinks": "bracket",
@@ -74,6 +75,14 @@ def add_eval_command(subparsers: argparse._SubParsersAction[argparse.ArgumentPar
         help="the simulated summarizer writes about 1/N of the fresh material (default 16)",
     )
     parser.add_argument(
+        "--summarizer",
+        nargs="+",
+        default=["checkpoint"],
+        metavar="NAME",
+        help="the simulated summarizer's personality: "
+        f"{', '.join(PERSONALITIES)}, or all (default checkpoint)",
+    )
+    parser.add_argument(
         "--harness",
         type=Path,
         default=None,
@@ -115,6 +124,7 @@ def _pct(value: float | None) -> str:
 def _row(run: RunResult) -> list[str]:
     trace = ", ".join(f"{_TRACE_SHORT.get(k, k)} {v}" for k, v in sorted(run.trace.items()))
     return [
+        run.summarizer,
         run.task,
         run.arm,
         f"{run.recall:.2f}",
@@ -129,14 +139,17 @@ def _row(run: RunResult) -> list[str]:
         str(run.summary_calls),
         str(run.compactions),
         str(run.no_assistant_requests),
+        str(run.requests_over_estimate),
+        str(run.failed_requests),
         str(run.overflow_deaths) if run.death is None or run.overflow_deaths else "err",
         trace or "ok",
     ]
 
 
-def _render(rows: list[list[str]]) -> str:
+def _render(rows: list[list[str]], left: int = 2) -> str:
+    """`rows` as aligned columns: the first `left` columns to the left, numbers to the right."""
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    right = {2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14}
+    right = set(range(left, len(rows[0]) - 1))
     lines = []
     for row in rows:
         cells = [
@@ -148,6 +161,7 @@ def _render(rows: list[list[str]]) -> str:
 
 
 _HEAD = [
+    "summarizer",
     "task",
     "arm",
     "recall",
@@ -162,66 +176,97 @@ _HEAD = [
     "sums",
     "comp",
     "no-asst",
+    "over",
+    "fail",
     "death",
     "trace",
 ]
 
 
-def format_table(results: EvalResults) -> str:
-    """The per-run table, then one line per arm over all tasks."""
-    rows = [_HEAD] + [_row(r) for r in results.runs]
-    by_arm: dict[str, list[RunResult]] = {}
-    for run in results.runs:
-        by_arm.setdefault(run.arm, []).append(run)
-    totals = [
-        [
-            "arm",
-            "tasks",
-            "recall",
-            "w/tools",
-            "needles",
-            "recall tok",
-            "prompt tok",
-            "$anthr",
-            "$openai",
-            "$deepseek",
-            "sums",
-            "no-asst",
-            "deaths",
-        ]
+def _totals(label: str, runs: Sequence[RunResult]) -> list[str]:
+    found = sum(len(r.recalled) for r in runs)
+    needles = sum(r.needles for r in runs)
+    return [
+        label,
+        str(len(runs)),
+        f"{sum(r.recall for r in runs) / len(runs):.2f}",
+        f"{sum(r.recall_with_tools for r in runs) / len(runs):.2f}",
+        f"{found}/{needles}",
+        f"{sum(r.recall_tokens for r in runs):,}",
+        f"{sum(r.prompt_tokens for r in runs):,}",
+        f"{sum(r.cost_usd['anthropic'] for r in runs):.3f}",
+        f"{sum(r.cost_usd['openai'] for r in runs):.3f}",
+        f"{sum(r.cost_usd['deepseek'] for r in runs):.4f}",
+        str(sum(r.summary_calls for r in runs)),
+        str(sum(r.no_assistant_requests for r in runs)),
+        str(sum(r.requests_over_estimate for r in runs)),
+        str(sum(r.failed_requests for r in runs)),
+        str(sum(r.death is not None for r in runs)),
+        "",
     ]
-    for arm, runs in by_arm.items():
-        found = sum(len(r.recalled) for r in runs)
-        needles = sum(r.needles for r in runs)
-        totals.append(
-            [
-                arm,
-                str(len(runs)),
-                f"{sum(r.recall for r in runs) / len(runs):.2f}",
-                f"{sum(r.recall_with_tools for r in runs) / len(runs):.2f}",
-                f"{found}/{needles}",
-                f"{sum(r.recall_tokens for r in runs):,}",
-                f"{sum(r.prompt_tokens for r in runs):,}",
-                f"{sum(r.cost_usd['anthropic'] for r in runs):.3f}",
-                f"{sum(r.cost_usd['openai'] for r in runs):.3f}",
-                f"{sum(r.cost_usd['deepseek'] for r in runs):.4f}",
-                str(sum(r.summary_calls for r in runs)),
-                str(sum(r.no_assistant_requests for r in runs)),
-                str(sum(r.death is not None for r in runs)),
-            ]
-        )
+
+
+_TOTALS_HEAD = [
+    "arm",
+    "tasks",
+    "recall",
+    "w/tools",
+    "needles",
+    "recall tok",
+    "prompt tok",
+    "$anthr",
+    "$openai",
+    "$deepseek",
+    "sums",
+    "no-asst",
+    "over",
+    "fail",
+    "deaths",
+    "",
+]
+
+
+def worst_by_arm(results: EvalResults) -> dict[str, tuple[str, float]]:
+    """Per arm, the summarizer personality it recalled least under, and that mean recall."""
+    worst: dict[str, tuple[str, float]] = {}
+    for personality in results.summarizers:
+        runs = results.under(personality).runs
+        for arm in dict.fromkeys(r.arm for r in runs):
+            mine = [r for r in runs if r.arm == arm]
+            recall = sum(r.recall for r in mine) / len(mine)
+            if arm not in worst or recall < worst[arm][1]:
+                worst[arm] = (personality, recall)
+    return worst
+
+
+def format_table(results: EvalResults) -> str:
+    """The per-run table, then one line per arm over all tasks (per summarizer, then worst)."""
+    rows = [_HEAD] + [_row(r) for r in results.runs]
+    blocks = [_render(rows, left=3)]
+    for personality in results.summarizers:
+        runs = results.under(personality).runs
+        by_arm: dict[str, list[RunResult]] = {}
+        for run in runs:
+            by_arm.setdefault(run.arm, []).append(run)
+        totals = [_TOTALS_HEAD] + [_totals(arm, mine) for arm, mine in by_arm.items()]
+        title = f"over all tasks, summarizer {personality} (recall: mean of the tasks)"
+        blocks.append(f"{title}\n{_render(totals, left=1)}")
+    if len(results.summarizers) > 1:
+        worst = worst_by_arm(results)
+        lines = [["arm", "worst summarizer", "recall"]]
+        lines += [[arm, name, f"{recall:.2f}"] for arm, (name, recall) in worst.items()]
+        blocks.append("each arm under its worst summarizer\n" + _render(lines, left=2))
     note = (
         "recall: answered from the context alone; w/tools: after searching the history for "
         "unseen facts (arms that offer history_search), recall tok: prompt tokens that search "
         "cost; hit: cached/prompt tokens over all requests, sum-hit: over summarizer requests "
         "(Anthropic cache rules); no-asst: agent requests after the first compaction with no "
-        "assistant message after the head; death: 1 = context overflow ended the session, err = "
-        "another error did; trace: L2 violations by check (peer arms: "
-        + ", ".join(PEER_ARMS)
-        + ")."
+        "assistant message after the head; over: requests sent that the arm's own estimate put "
+        "over the window (less the output reserve); fail: requests the provider refused; death: "
+        "1 = context overflow ended the session, err = another error did; trace: L2 violations "
+        "by check (peer arms: " + ", ".join(PEER_ARMS) + ")."
     )
-    overall = "over all tasks (recall: mean of the tasks)"
-    return f"{_render(rows)}\n\n{overall}\n{_render(totals)}\n\n{note}"
+    return "\n\n".join([*blocks, note])
 
 
 def run_eval_command(
@@ -233,6 +278,10 @@ def run_eval_command(
     try:
         tasks = _names(args.tasks, TASK_NAMES, "task(s)")
         arms = _names(args.arms, ARM_NAMES, "arm(s)")
+        wanted = [n for value in args.summarizer for n in value.split(",") if n]
+        if "all" in wanted:
+            wanted = list(PERSONALITIES)
+        summarizers = _names(wanted, PERSONALITIES, "summarizer(s)")
         if not 0 < args.scale <= 4:
             raise ValueError(f"--scale must be in (0, 4], got {args.scale}")
         if args.summary_ratio < 1:
@@ -255,6 +304,7 @@ def run_eval_command(
             summary_ratio=args.summary_ratio,
             progress=_bar(err),
             harness=args.harness,
+            summarizers=summarizers,
         )
     except ConfigError as exc:
         err.write(f"steerable-compaction eval: error: --harness {args.harness}: {exc}\n")

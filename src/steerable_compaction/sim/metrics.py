@@ -74,11 +74,12 @@ def cache_hit_rate(usages: Sequence[Usage]) -> float | None:
 
 
 async def replay_usage(
-    exchanges: Sequence[Exchange], rules: CacheRules, window: int
+    exchanges: Sequence[Exchange], rules: CacheRules, window: int, token_scale: float = 1.0
 ) -> list[Usage]:
     """What the successful `exchanges` would have been billed under `rules`.
 
-    Output tokens are the ones actually produced; only the cache accounting is redone.
+    Output tokens are the ones actually produced; only the cache accounting is redone, with the
+    same tokenizer (`token_scale`) the session was billed with.
     """
 
     class _At:
@@ -88,7 +89,9 @@ async def replay_usage(
             return self.now
 
     clock = _At()
-    model = CachingProvider(lambda _: "", window=window, rules=rules, clock=clock)
+    model = CachingProvider(
+        lambda _: "", window=window, rules=rules, clock=clock, token_scale=token_scale
+    )
     out: list[Usage] = []
     for exchange in exchanges:
         if exchange.completion is None:

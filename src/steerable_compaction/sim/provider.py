@@ -56,13 +56,24 @@ class SimProvider(CachingProvider):
         window: int,
         rules: CacheRules,
         clock: SimClock,
+        token_scale: float = 1.0,
+        on_request: Callable[[CompletionRequest], None] | None = None,
     ) -> None:
-        super().__init__(answer, window=window, rules=rules, clock=clock, name="sim")
+        super().__init__(
+            answer, window=window, rules=rules, clock=clock, name="sim", token_scale=token_scale
+        )
         self.clock = clock
         self.exchanges: list[Exchange] = []
+        self.on_request = on_request
 
     async def complete(self, request: CompletionRequest) -> Completion:
-        """Answer `request` (or raise as the real provider would) and log the exchange."""
+        """Answer `request` (or raise as the real provider would) and log the exchange.
+
+        `on_request`, when set, sees every request first, answered or not (the runner counts
+        the ones the sender's own estimate put over the window).
+        """
+        if self.on_request is not None:
+            self.on_request(request)
         issues = pair_issues(request.messages)
         try:
             if issues:

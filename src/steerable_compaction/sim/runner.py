@@ -38,6 +38,7 @@ from ..policy import resolve_compaction_policy
 from ..providers.base import CompletionRequest
 from ..recall import HISTORY_TOOL_NAMES
 from ..record import CompactionBoundary, MemoryRecord, MessageAppended, Record, Usage
+from ..tokens import TokenMeter
 from ..trace import check_trace
 from .agent import ScriptedAgent
 from .arms import (
@@ -53,6 +54,7 @@ from .arms import (
 from .diagnose import loss_causes
 from .metrics import PRICES, PRIMARY, RULES, billed_cost, cache_hit_rate, replay_usage
 from .peers import CODEX_PROMPT, CodexArm, LangChainArm, OpenHandsArm
+from .personalities import check_personality
 from .provider import Exchange, SimClock, SimProvider
 from .summarizer import TRANSCRIPT_OPEN, ExtractiveSummarizer
 from .tasks import TASK_NAMES, Task, build_task
@@ -173,6 +175,9 @@ class RunResult:
     lost: dict[str, str] = field(default_factory=dict)
     model: str | None = None
     pressure: tuple[int, ...] = ()
+    summarizer: str = "checkpoint"
+    requests_over_estimate: int = 0
+    failed_requests: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -228,6 +233,36 @@ class _AssistantWatch:
             self.count += 1
 
 
+class _OverEstimate:
+    """Counts requests the sending arm's own estimate put over what the window allows.
+
+    An agent request is over when the arm's pressure (its meter's estimate of the projection it
+    sends) exceeds the window less the policy's output reserve; a summary request when the
+    arm's meter prices its messages plus the output it asks for above the window. An arm
+    without a meter (`none`) is priced by a fresh static estimate.
+    """
+
+    def __init__(self, window: int, model: str | None) -> None:
+        self.window = window
+        self.model = model
+        self.arm: BuiltArm | None = None
+        self.count = 0
+
+    def see(self, request: CompletionRequest) -> None:
+        """Look at one request about to be sent."""
+        arm = self.arm
+        if arm is None:
+            return
+        meter = arm.meter if arm.meter is not None else TokenMeter(self.model)
+        if is_summary_call(request):
+            size = sum(meter.estimate(m) for m in request.messages)
+            over = size + (request.max_output_tokens or 0) > self.window
+        else:
+            size = arm.pressure() if arm.pressure is not None else meter.pressure(request.messages)
+            over = size > arm.policy.limit_tokens
+        self.count += over
+
+
 @contextlib.contextmanager
 def scratch_directory() -> Iterator[str]:
     """A new private directory for one session's files, removed afterwards.
@@ -272,6 +307,7 @@ async def run_session(
     summarize = summarizer if summarizer is not None else ExtractiveSummarizer()
     record = MemoryRecord()
     watch = _AssistantWatch(record)
+    over = _OverEstimate(task.window, model)
 
     def answer(request: CompletionRequest) -> Message:
         if is_summary_call(request):
@@ -281,7 +317,14 @@ async def run_session(
         watch.see(request)
         return agent.respond(request)
 
-    provider = SimProvider(answer, window=task.window, rules=RULES[PRIMARY](), clock=clock)
+    provider = SimProvider(
+        answer,
+        window=task.window,
+        rules=RULES[PRIMARY](),
+        clock=clock,
+        token_scale=task.token_scale,
+        on_request=over.see,
+    )
     record.append_message(Message.system(task.system))
     for written in (*task.restored, *task.demonstration):
         record.append_message(written)
@@ -299,6 +342,7 @@ async def run_session(
             harness=harness,
         )
         built = spec.build(ctx)
+        over.arm = built
         for turn in task.turns:
             agent.begin(turn)
             message: Message | None = turn.user
@@ -316,6 +360,12 @@ async def run_session(
                 death = f"engine error: {type(exc).__name__}: {str(exc)[:160]}"
                 break
     result = await _measure(task, arm, agent, provider, record, built, death, watch.count)
+    result = replace(
+        result,
+        summarizer=summarize.personality,
+        requests_over_estimate=over.count,
+        failed_requests=sum(1 for e in provider.exchanges if e.error is not None),
+    )
     # Blame what hid each fact from the context: the history search comes after the answers.
     entries = record.entries
     searched = next(
@@ -332,13 +382,17 @@ async def run_session(
 
 
 async def _billing(
-    exchanges: Sequence[Exchange], usages: Sequence[Usage], window: int
+    exchanges: Sequence[Exchange], usages: Sequence[Usage], task: Task
 ) -> tuple[dict[str, float], dict[str, float | None]]:
     """Cost and cache-hit rate under every provider's cache rules (the primary's as billed)."""
     costs: dict[str, float] = {}
     rates: dict[str, float | None] = {}
     for name, rules in RULES.items():
-        billed = usages if name == PRIMARY else await replay_usage(exchanges, rules(), window)
+        billed = (
+            usages
+            if name == PRIMARY
+            else await replay_usage(exchanges, rules(), task.window, task.token_scale)
+        )
         costs[name] = round(billed_cost(billed, PRICES[name]), 6)
         rates[name] = cache_hit_rate(billed)
     return costs, rates
@@ -385,7 +439,7 @@ async def _measure(
 ) -> RunResult:
     exchanges = provider.exchanges
     usages = _Usages.of(exchanges)
-    costs, rates = await _billing(exchanges, usages.answered, task.window)
+    costs, rates = await _billing(exchanges, usages.answered, task)
     correct = agent.recall()
     with_tools = agent.recall_with_tools()
     # The question turn's requests after its first are what recall cost: the last ones sent.
@@ -442,13 +496,25 @@ class EvalResults:
     model: str | None = None
     summary_ratio: int = 16
     harness: str | None = None  # the `current` arm's harness file; None: the packaged one
+    summarizers: tuple[str, ...] = ("checkpoint",)
 
-    def run(self, task: str, arm: str) -> RunResult:
-        """The run of `arm` on `task`."""
+    def run(self, task: str, arm: str, summarizer: str | None = None) -> RunResult:
+        """The run of `arm` on `task` (under `summarizer`; default: the first one run)."""
+        wanted = self.summarizers[0] if summarizer is None else summarizer
         for r in self.runs:
-            if r.task == task and r.arm == arm:
+            if r.task == task and r.arm == arm and r.summarizer == wanted:
                 return r
-        raise KeyError((task, arm))
+        raise KeyError((task, arm, wanted))
+
+    def under(self, summarizer: str) -> EvalResults:
+        """These results restricted to the runs under one summarizer personality."""
+        if summarizer not in self.summarizers:
+            raise KeyError(summarizer)
+        return replace(
+            self,
+            runs=tuple(r for r in self.runs if r.summarizer == summarizer),
+            summarizers=(summarizer,),
+        )
 
     def to_json(self) -> dict[str, Any]:
         """The `results.json` document (see `standard.md`)."""
@@ -458,6 +524,7 @@ class EvalResults:
             "scale": self.scale,
             "model": self.model,
             "summary_ratio": self.summary_ratio,
+            "summarizers": list(self.summarizers),
             "harness": self.harness,
             "primary_cache_rules": PRIMARY,
             "prices_per_million_tokens": {k: asdict(v) for k, v in PRICES.items()},
@@ -488,10 +555,12 @@ def run_eval(
     summary_ratio: int = 16,
     progress: Callable[[int, int, str, str], None] | None = None,
     harness: str | os.PathLike[str] | None = None,
+    summarizers: Sequence[str] = ("checkpoint",),
 ) -> EvalResults:
     """Run every arm on every task; `progress(done, total, task, arm)` after each run.
 
-    `summary_ratio` sets how much the simulated summarizer writes (see `ExtractiveSummarizer`).
+    `summary_ratio` sets how much the simulated summarizer writes (see `ExtractiveSummarizer`);
+    `summarizers` names the personalities it writes in (`PERSONALITIES`), each a full run.
     `harness` is a harness file for the `current` arm, to evaluate a configuration of your own
     against the same baselines (the other arms keep the default policy); it is checked, policy
     knobs included, for every task's window before any session runs (`ConfigError`).
@@ -499,23 +568,29 @@ def run_eval(
     unknown = [a for a in arms if a not in ARMS]
     if unknown:
         raise ValueError(f"unknown arm(s) {unknown}; known: {', '.join(ARM_NAMES)}")
+    personalities = tuple(dict.fromkeys(check_personality(p) for p in summarizers))
+    if not personalities:
+        raise ValueError("no summarizer personality to run")
     built = tuple(build_task(name, seed, scale=scale) for name in tasks)
     config = None if harness is None else read_harness(harness)
     if config is not None:
         for task in built:
             resolve_compaction_policy(model, task.window, **config["compaction"])
-    summarizer = ExtractiveSummarizer(ratio=summary_ratio)
 
     async def run_all() -> list[RunResult]:
         out: list[RunResult] = []
-        total = len(built) * len(arms)
-        for task in built:
-            for arm in arms:
-                out.append(
-                    await run_session(task, arm, model=model, summarizer=summarizer, harness=config)
-                )
-                if progress is not None:
-                    progress(len(out), total, task.name, arm)
+        total = len(built) * len(arms) * len(personalities)
+        for personality in personalities:
+            summarizer = ExtractiveSummarizer(ratio=summary_ratio, personality=personality)
+            for task in built:
+                for arm in arms:
+                    out.append(
+                        await run_session(
+                            task, arm, model=model, summarizer=summarizer, harness=config
+                        )
+                    )
+                    if progress is not None:
+                        progress(len(out), total, task.name, arm)
         return out
 
     runs = tuple(asyncio.run(run_all()))
@@ -527,4 +602,5 @@ def run_eval(
         model=model,
         summary_ratio=summary_ratio,
         harness=None if harness is None else os.fspath(harness),
+        summarizers=personalities,
     )

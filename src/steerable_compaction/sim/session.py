@@ -2,7 +2,8 @@
 """The values a simulated session is made of: needles, steps, turns, tasks; and answering.
 
 A `Needle` is a fact stated once (in a user message, a tool result, a tool observation sent back
-as a user message, a screenshot's pixels, an image caption, a restored orphan result) and asked
+as a user message, a screenshot's pixels, an image caption, a restored orphan result, the
+agent's own words) and asked
 for in the final turn; `find_answer` is how the agent answers it from the lines it can see.
 """
 
@@ -16,7 +17,9 @@ from ..messages import ContentPart, Message
 
 __all__ = ["Carrier", "Language", "Needle", "Position", "Step", "Task", "Turn", "find_answer"]
 
-Carrier: TypeAlias = Literal["user", "tool", "observation", "image", "caption", "orphan", "giant"]
+Carrier: TypeAlias = Literal[
+    "user", "tool", "observation", "image", "caption", "orphan", "giant", "agent"
+]
 Position: TypeAlias = Literal["head", "middle", "tail", "whole"]
 Language: TypeAlias = Literal["en", "zh", "ja"]
 
@@ -90,6 +93,7 @@ class Task:
     tools: tuple[str, ...]
     restored: tuple[Message, ...] = ()  # a cut log the session resumes from (after the system)
     demonstration: tuple[Message, ...] = ()  # a worked example the host puts before the task
+    token_scale: float = 1.0  # billed tokens per counted piece: below 1, a denser tokenizer
 
     @property
     def rounds(self) -> int:

@@ -23,12 +23,13 @@ It follows the engine's instructions as a model would: asked for an incremental 
 (`MERGE_INSTRUCTION`), it reads only the summaries (the messages kept among them stay as they
 are).
 
-The best lines that fit the output budget are kept (clipped to `line_chars`) and laid out in the
-engine's six checkpoint sections. The budget is what a writer would spend: most of the carried
-summary again (`carry`, 0.85) plus `1/ratio` of the fresh material (16 by default; `eval
---summary-ratio` varies it), at least `floor`, at most the request's `max_output_tokens`. So a
-summary grows over a session until it hits the cap, and from then on every new fact pushes an
-older one out.
+The best lines that fit the output budget are kept (clipped to `line_chars`) and laid out as its
+`personality` writes (`personalities`): the engine's six checkpoint sections by default, or
+prose, Chinese headings, JSON, a quarter of the budget, or an unruly model's answers. The budget
+is what a writer would spend: most of the carried summary again (`carry`, 0.85) plus `1/ratio`
+of the fresh material (16 by default; `eval --summary-ratio` varies it), at least `floor`, at
+most the request's `max_output_tokens`. So a summary grows over a session until it hits the cap,
+and from then on every new fact pushes an older one out.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from ..messages import Message
 from ..providers.base import CompletionRequest
 from ..tokens import estimate_tokens
 from .content import image_text
+from .personalities import carried_lines, check_personality, mischief, render, terse_budget
 
 __all__ = [
     "CODEX_HEAD",
@@ -128,18 +130,13 @@ def _split(text: str) -> list[str]:
 
 
 def _summary_lines(text: str, source: int) -> list[Unit]:
-    """Lines of a previous summary, with its markers and headings dropped."""
-    out: list[Unit] = []
-    section = ""
-    for line in _split(text):
-        if line.startswith("## "):
-            section = line[3:]
-            continue
-        if any(line.startswith(m) for m in SUMMARY_MARKERS) or line.startswith(("</", "(This")):
-            continue
-        body = line[2:] if line.startswith("- ") else line
-        out.append(Unit("goal" if section == SECTIONS[0] else "summary", body, source))
-    return out
+    """Lines of a previous summary in any layout (`carried_lines`), without the arm's markers."""
+    body = "\n".join(
+        line
+        for line in text.split("\n")
+        if not line.strip().startswith((*SUMMARY_MARKERS, "</", "(This"))
+    )
+    return [Unit("goal" if goal else "summary", line, source) for line, goal in carried_lines(body)]
 
 
 def _is_summary(text: str) -> bool:
@@ -279,7 +276,9 @@ class ExtractiveSummarizer:
         floor: int = 256,
         default_max_output: int = 2048,
         line_chars: int = 240,
+        personality: str = "checkpoint",
     ) -> None:
+        self.personality = check_personality(personality)
         self.ratio = ratio
         self.carry = carry
         self.floor = floor
@@ -294,6 +293,10 @@ class ExtractiveSummarizer:
 
     def __call__(self, request: CompletionRequest) -> str:
         """The summary text for a warm replay or a cold request."""
+        if self.personality == "unruly":
+            misbehaving = mischief(request.messages)
+            if misbehaving is not None:
+                return misbehaving
         last = request.messages[-1] if request.messages else Message.user("")
         replay = list(request.messages[:-1])
         if TRANSCRIPT_OPEN in last.text:
@@ -310,6 +313,8 @@ class ExtractiveSummarizer:
         tokens = estimate_tokens([*replay, last])
         carried = sum(estimate_tokens(u.text) + 2 for u in units if u.role == "summary")
         budget = self.budget(max(tokens - carried, 0), carried, request.max_output_tokens)
+        if self.personality == "terse":
+            budget = terse_budget(budget)
         return self.summarize(units, budget)
 
     def summarize(self, units: Sequence[Unit], budget: int) -> str:
@@ -363,6 +368,4 @@ class ExtractiveSummarizer:
             sections[name].append(line)
         last = next((u.text for u in reversed(units) if u.role == "assistant"), "")
         sections["Next Step"].append(_clip(last, 160) if last else "Continue the task.")
-        return "\n".join(
-            f"## {name}\n" + "\n".join(lines or ["(none)"]) for name, lines in sections.items()
-        )
+        return render(self.personality, sections, SECTIONS)

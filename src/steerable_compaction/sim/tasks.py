@@ -12,11 +12,14 @@ plan, never chosen by looking at what any strategy keeps.
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from ..messages import Message, TextPart, ToolCall
+from ..policy import resolve_compaction_policy
+from ..tokens import estimate_tokens
 from . import content
 from .builder import SessionBuilder, question_turn, statement
 from .session import Carrier, Language, Needle, Position, Step, Task, Turn, find_answer
@@ -91,6 +94,8 @@ def _work(
             for carrier, position, language in due.get(n, []):
                 if carrier == "user":
                     openers.append(b.needle("user", "whole", t * steps_per_turn, language))
+                elif carrier == "agent":
+                    step = b.conclude(step, b.needle("agent", "whole", n, language))
                 else:
                     waiting.append((carrier, position, language))
             while waiting and isinstance(step.output, str):
@@ -389,6 +394,67 @@ def _chain(seed: int, scale: float) -> Task:
     return _task(b, "facts stated early in tool results, then many compactions", 16_384, turns)
 
 
+def _findings(seed: int, scale: float) -> Task:
+    b = SessionBuilder("findings", seed, "light")
+    turns = _work(b, 4, _scaled(30, scale), _mixed(2, 6, "agent"))
+    return _task(b, "facts the agent itself concluded, stated in its own words", 16_384, turns)
+
+
+_EXAMPLE_OPEN = (
+    "Before the task, here is a worked example from another repository, to show how an "
+    "investigation with these tools goes. It is only an example; do not act on it.\n\n"
+    "Example task: the nightly reconciliation job in src/ledger/ drops late invoices.\n"
+)
+
+
+def _example(b: SessionBuilder, tokens: int) -> Message:
+    """A demonstration written out as one user message of about `tokens` estimated tokens."""
+    text = _EXAMPLE_OPEN
+    for i in itertools.count():
+        step = b.step(900 + i)
+        if not isinstance(step.output, str):
+            continue
+        chunk = f"\nExample step {i + 1}: {step.thought} ({step.tool} {step.arguments})\n"
+        for line in step.output.split("\n"):
+            chunk += f"    {line}\n"
+        if estimate_tokens(text + chunk) > tokens:
+            break
+        text += chunk
+    text += "\nExample conclusion: a timezone cut-off in the batch query skipped the late rows."
+    return Message.user(text)
+
+
+def _tight_opening(seed: int, scale: float) -> Task:
+    """A demonstration sent as a user message before the task fills most of a 4k window."""
+    b = SessionBuilder("tight_opening", seed, "small")
+    window = 4096
+    share = 0.55 + 0.3 * b.rng.random()  # of the threshold, system prompt and task included
+    turns = _work(b, 3, _scaled(20, scale), _mixed(2, 3))
+    system = _SYSTEM.format(extra="")
+    threshold = resolve_compaction_policy(None, window).threshold_tokens
+    first = turns[0].user
+    room = int(share * threshold) - estimate_tokens([Message.system(system), first])
+    return replace(
+        _task(b, "a demonstration before the task fills 55-85 % of the threshold", window, turns),
+        demonstration=(_example(b, max(room, 200)),),
+    )
+
+
+def _small_window(seed: int, scale: float) -> Task:
+    b = SessionBuilder("small_window", seed, "small")
+    window = (2048, 3072, 4096)[seed % 3]
+    turns = _work(b, 3, _scaled(25, scale), _mixed(2, 4))
+    return _task(b, f"a {window:,}-token window", window, turns)
+
+
+def _dense_tokens(seed: int, scale: float) -> Task:
+    b = SessionBuilder("dense_tokens", seed, "light")
+    over = 1.3 + 0.2 * b.rng.random()  # the static estimate over-counts this model's tokens
+    turns = _work(b, 4, _scaled(25, scale), _mixed(3, 5))
+    task = _task(b, f"a model whose tokens the estimate over-counts {over:.2f}x", 8_192, turns)
+    return replace(task, token_scale=round(1 / over, 4))
+
+
 _BUILDERS: dict[str, Callable[[int, float], Task]] = {
     "light": _light,
     "heavy": _heavy,
@@ -401,6 +467,10 @@ _BUILDERS: dict[str, Callable[[int, float], Task]] = {
     "demonstration": _demonstration,
     "parallel_screenshots": _parallel_screenshots,
     "chain": _chain,
+    "findings": _findings,
+    "tight_opening": _tight_opening,
+    "small_window": _small_window,
+    "dense_tokens": _dense_tokens,
 }
 TASK_NAMES: tuple[str, ...] = tuple(_BUILDERS)
 
