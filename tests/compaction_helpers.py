@@ -7,7 +7,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from steerable_compaction import ImagePart, Message, ToolCall
-from steerable_compaction.compaction import FoldRewrite, Plan, SummaryNeeded, summary_message
+from steerable_compaction.compaction import (
+    FoldRewrite,
+    Plan,
+    SummaryNeeded,
+    SummaryRequest,
+    summary_message,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,3 +78,15 @@ def apply_plan(messages: Sequence[Message], plan: Plan, summary: str = "S") -> l
         replacement = summary_message(summary, end - start, len(kept))
         return [*messages[:start], *kept, replacement, *messages[end:]]
     return list(messages)
+
+
+def span_values(request: SummaryRequest) -> str:
+    """The tool calls of the span `request` asks to summarize, as one summary line.
+
+    A test summarizer that returns canned text keeps none of what it summarized, and the
+    engine refuses such an answer (`compaction.judge`); naming the calls, as a real summary
+    names the files it read, makes it one. Tool output is left to the retention check.
+    """
+    start, end = request.span
+    calls = [f"{c.name} {c.arguments}" for m in request.replay[start:end] for c in m.tool_calls]
+    return "Calls: " + "; ".join(calls) if calls else ""

@@ -43,7 +43,9 @@ from steerable_compaction.adapters.langchain import (
 from steerable_compaction.compaction import SUMMARY_INSTRUCTION
 from steerable_compaction.messages import ImagePart, TextPart, ToolCall, ToolResult
 
-SUMMARY = "## Primary Request\nRead the compiler modules.\n## Current Work\nReading m9.py."
+SUMMARY = "## Primary Request\nRead the compiler modules.\n## Current Work\nRead " + ", ".join(
+    f"m{i}.py" for i in range(20)
+)
 PNG = b"\x89PNG\r\n\x1a\n fake png bytes"
 PNG_B64 = base64.b64encode(PNG).decode("ascii")
 

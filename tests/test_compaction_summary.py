@@ -1,8 +1,5 @@
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
 from hypothesis import given
 
@@ -18,7 +15,6 @@ from steerable_compaction.compaction import (
     summary_message,
     text_pointer_span,
 )
-from steerable_compaction.compaction.summary import degenerate_summary
 
 from .compaction_helpers import PNG, est, image_message, session, tool_round
 from .strategies import agent_transcripts
@@ -224,80 +220,3 @@ def test_r22b_the_replay_repairs_broken_pairs_like_the_turn_request() -> None:
     assert not pair_issues(request.messages)
     turn_request = repair_tool_pairs(messages)
     assert list(request.replay) == turn_request[: len(request.replay)]
-
-
-# -- degenerate summaries -------------------------------------------------------------------------
-
-# The report that found them (issue 17): 1,023 characters of empty fences from the local model.
-EMPTY_FENCES = " ".join(["```"] * 256)
-REAL = json.loads(
-    (Path(__file__).parent / "fixtures" / "degenerate_summaries.json").read_text(encoding="utf-8")
-)["outputs"]
-SECTION_LIST = "(" + ", ".join(SECTIONS) + ")"
-
-
-@pytest.mark.parametrize("output", REAL, ids=[f"gemma-{i}" for i in range(len(REAL))])
-def test_what_a_small_model_really_wrote_is_refused(output: dict[str, str]) -> None:
-    """Gemma 3 270M's empty fences and transcript continuations are no checkpoint."""
-    reason = degenerate_summary(output["text"])
-    assert reason in ("it has no words", "it has none of the checkpoint sections " + SECTION_LIST)
-
-
-@pytest.mark.parametrize(
-    ("text", "why"),
-    [
-        (EMPTY_FENCES, "it has no words"),
-        ("```\n\n```\n```\n\n```", "it has no words"),
-        ("…", "it has no words"),
-        ("- - - | --- | *** | ## ok | --- | - - - | *** | ---", "it is mostly markup"),
-        ("The user wants to fix the failing test. " * 30, "the same text loops"),
-        ("## Primary Request\n" + "- read_file\n" * 6, "6 of its 7 lines read '- read_file'"),
-        ("Summary: summary summary summary summary summary summary summary", "8 of its 8 words"),
-        ("Sure! Reading src/app.py next and then the tests.", "none of the checkpoint sections"),
-        ("\n".join(f"## {name}" for name in SECTIONS), "section headings and nothing under"),
-        ("**Primary Request:**\n**Next Step:**", "section headings and nothing under"),
-    ],
-)
-def test_degenerate_summary_names_what_is_wrong(text: str, why: str) -> None:
-    """No words, mostly markup, loops, no checkpoint section, or bare headings: each is named."""
-    reason = degenerate_summary(text)
-    assert reason is not None and why in reason
-
-
-@pytest.mark.parametrize(
-    "text",
-    [
-        "## Primary Request\nfix positions",
-        "Primary request: fix the parser. Next step: run the tests.",
-        "## Primary Request\n修复解析器丢失的标记位置。\n## Current Work\n正在阅读 parser.py。",
-        "## Files and Code\n| file | state |\n|---|---|\n| src/a.py | read |\n| src/b.py | read |",
-        "## Errors and Fixes\n- `ValueError: bad value 3` in src/pkg/mod_3.py\n- none else",
-    ],
-)
-def test_degenerate_summary_accepts_terse_cjk_and_tabular_checkpoints(text: str) -> None:
-    """A short, non-English or table-shaped checkpoint that names a section is a summary."""
-    assert degenerate_summary(text) is None
-
-
-def test_the_excerpt_summary_is_never_degenerate() -> None:
-    """The deterministic fallback passes the same check it stands in for."""
-    messages = [*session(1), *tool_round(1, "def f(): pass\n" * 40), *session(3)[2:]]
-    assert degenerate_summary(excerpt_summary(messages, select_regions(messages, 2).middle)) is None
-
-
-async def test_the_simulators_summaries_are_never_degenerate() -> None:
-    """Every summary the eval simulator writes for the engine passes the check (so `eval` holds)."""
-    from steerable_compaction.providers.base import CompletionRequest
-    from steerable_compaction.sim import ExtractiveSummarizer, build_task, run_session
-
-    written: list[str] = []
-
-    class Recording(ExtractiveSummarizer):
-        def __call__(self, request: CompletionRequest) -> str:
-            written.append(super().__call__(request))
-            return written[-1]
-
-    for task in ("light", "cjk"):
-        await run_session(build_task(task, scale=0.5), "current", summarizer=Recording())
-    assert written
-    assert [t for t in written if degenerate_summary(t) is not None] == []

@@ -15,6 +15,7 @@ from steerable_compaction import (
 from steerable_compaction.compaction import SummaryRequest
 from steerable_compaction.compactor import Compactor
 from steerable_compaction.record import JsonlRecord
+from tests.compaction_helpers import span_values
 
 from .compaction_helpers import tool_round
 
@@ -48,7 +49,7 @@ def test_prepare_compacts_with_a_sync_summarizer_and_keeps_the_originals() -> No
 
     def summarize(request: SummaryRequest) -> str:
         requests.append(request)
-        return "## Primary Request\nfix positions"
+        return f"## Primary Request\nfix positions\n{span_values(request)}"
 
     compactor = Compactor(POLICY, summarizer=summarize)
     messages = compactor.prepare(grow([Message.system("s"), Message.user("goal")], 0, 14))

@@ -17,7 +17,9 @@ from steerable_compaction.record import JsonlRecord
 from steerable_compaction.testing import CacheRules, CachingProvider
 from steerable_compaction.tokens import estimate_tokens
 
-SUMMARY = "## Primary Request\nMap every module.\n## Current Work\nReading modules in order."
+SUMMARY = "## Primary Request\nMap every module.\n## Current Work\nRead " + ", ".join(
+    f"src/mod_{i}.py" for i in range(80)
+)
 
 
 class ScriptedAgent:

@@ -65,6 +65,13 @@ def body(tokens: int, tag: str = "") -> str:
     return tag + (WORDS * (tokens // 13 + 1))
 
 
+def notes(tokens: int) -> str:
+    """A summary of roughly `tokens` tokens that does not repeat itself (numbered notes)."""
+    return "\n".join(
+        f"- note {i}: token {i} sits at column {i * 7}" for i in range(tokens // 12 + 1)
+    )
+
+
 def start(record: Record) -> None:
     record.append_message(Message.system("You are a careful coding agent."))
     record.append_message(Message.user("Find why the parser loses token positions."))
@@ -78,9 +85,13 @@ def add_rounds(record: Record, first: int, count: int, tokens: int = 600) -> Non
 
 @dataclass
 class FakeSummarizer:
-    """Records every request; answers with `reply` (or raises / sleeps as told)."""
+    """Records every request; answers with `reply` (or raises / sleeps as told).
 
-    reply: str = "## Primary Request\nFix token positions.\n## Current Work\nReading the parser."
+    Without a `reply` it writes a short checkpoint naming the calls of the span it summarizes,
+    as a summary of that span would (the engine refuses one that keeps none of its values).
+    """
+
+    reply: str | None = None
     error: BaseException | None = None
     delay: float = 0.0
     requests: list[SummaryRequest] = field(default_factory=list)
@@ -95,7 +106,17 @@ class FakeSummarizer:
             await asyncio.sleep(self.delay)
         if self.error is not None:
             raise self.error
-        return self.reply
+        return self.reply if self.reply is not None else naming_reply(request)
+
+
+def naming_reply(request: SummaryRequest) -> str:
+    """A checkpoint naming the tool calls of `request`'s span (what a real summary keeps)."""
+    start, end = request.span
+    calls = [c.arguments for m in request.replay[start:end] for c in m.tool_calls]
+    return (
+        "## Primary Request\nFix token positions.\n## Current Work\nReading the parser: "
+        + "; ".join(calls)
+    )
 
 
 class Session:
@@ -265,9 +286,11 @@ async def test_r6_summarizer_disabled_by_policy_uses_the_excerpt() -> None:
     [
         (FakeSummarizer(error=ProviderError("boom", provider="fake", status_code=500)), "boom"),
         (FakeSummarizer(reply="   "), "empty summary"),
-        (FakeSummarizer(reply=body(20_000)), "does not shrink"),
-        (FakeSummarizer(reply=" ".join(["```"] * 256)), "degenerate: it has no words"),
-        (FakeSummarizer(reply="I will read the parser next."), "none of the checkpoint sections"),
+        (FakeSummarizer(reply=notes(20_000)), "does not shrink"),
+        (FakeSummarizer(reply=" ".join(["```"] * 256)), "refused: it has no words"),
+        (FakeSummarizer(reply="Assistant: I will read the parser next."), "continues the"),
+        (FakeSummarizer(reply="I will read the parser next."), "distinctive values"),
+        (FakeSummarizer(reply="<think>Primary Request, Next Step</think>"), "reasoning block"),
         (FakeSummarizer(delay=5), "TimeoutError"),
     ],
 )
@@ -528,7 +551,7 @@ async def test_a_summary_must_undercut_the_span_minus_the_messages_it_keeps() ->
     reply = next(
         text
         for n in range(0, 200_000, 200)
-        if hooks.meter.estimate(summary_message(text := body(n), plan.replaced, len(plan.kept)))
+        if hooks.meter.estimate(summary_message(text := notes(n), plan.replaced, len(plan.kept)))
         >= room
     )
     assert hooks.meter.estimate(summary_message(reply, plan.replaced)) < plan.middle_tokens

@@ -30,6 +30,7 @@ from steerable_compaction.record import (
     Record,
     Reminder,
 )
+from tests.compaction_helpers import span_values
 
 from .record_sessions import event_sequences, small_session
 
@@ -300,7 +301,7 @@ async def test_r1_an_engine_summary_with_kept_user_messages_reconciles_both_ways
         record.append_message(message)
 
     async def summarizer(request: SummaryRequest) -> str:
-        return "## Primary Request\nMap the repository."
+        return f"## Primary Request\nMap the repository.\n{span_values(request)}"
 
     policy = resolve_compaction_policy(None, 2048, reserved_output_tokens=0, headroom_tokens=0)
     hooks = CompactionHooks(record, policy, summarizer=summarizer)

@@ -23,7 +23,7 @@ from steerable_compaction import (
     ProviderError,
     resolve_compaction_policy,
 )
-from steerable_compaction.compaction.summary import degenerate_summary
+from steerable_compaction.compaction.judge import judge_summary
 from steerable_compaction.engine import CompactionHooks
 from steerable_compaction.loop import CoreLoop
 from steerable_compaction.providers.base import CompletionRequest
@@ -67,10 +67,10 @@ def test_l3_summarizer_reuses_the_cached_prefix_and_a_cold_request_does_not(
     assert cold.usage.cached_tokens / cold.usage.prompt_tokens <= 0.05, cold.usage
     # Prompt evaluation (llama.cpp's own timer): the cold request re-reads the whole span.
     assert model.last_prompt_eval_ms > 5 * warm.prompt_eval_ms
-    # A 270M base model cannot write a checkpoint (it continues the transcript instead): each
-    # text it returns is refused as degenerate, and its bracket closes with the excerpt.
+    # A 270M base model cannot write a summary (it continues the transcript instead): each
+    # text it returns is refused, and its bracket closes with the excerpt.
     texts = [call.completion.message.text for call in agent.summary_calls]
-    accepted = [t for t in texts if degenerate_summary(t) is None]
+    accepted = [t for t in texts if judge_summary(t).text is not None]
     closed = {c.action for c in harness.loop.record.compactions() if c.status == "closed"}
     assert closed and closed <= {"summarize", "excerpt"}
     assert ("summarize" in closed) == bool(accepted)

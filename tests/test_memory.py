@@ -5,6 +5,7 @@ These drive the engine (`CompactionHooks`) round by round on a `MemoryRecord`, a
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import pytest
@@ -32,6 +33,7 @@ from steerable_compaction.record import (
     Record,
 )
 from steerable_compaction.trace import check_trace
+from tests.compaction_helpers import span_values
 
 from .compaction_helpers import tool_round
 
@@ -66,7 +68,15 @@ class Numbered:
         )
         return (
             f"## Primary Request\nParser fix.\n## Current Work\n{kind} summary {len(self.requests)}"
+            + f"\n{merged_paths(request) if kind == 'merged' else span_values(request)}"
         )
+
+
+def merged_paths(request: SummaryRequest) -> str:
+    """The paths the summaries being merged name, once each (what a merge keeps, shorter)."""
+    start, end = request.span
+    text = " ".join(m.text for m in request.replay[start:end])
+    return "Read: " + ", ".join(dict.fromkeys(re.findall(r'"path": "([^"]+)"', text)))
 
 
 class Driver:

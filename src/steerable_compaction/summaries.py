@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 from .compaction import SummaryNeeded, excerpt_summary, summary_message
+from .compaction.judge import content_shortfall, distinctive_values, judge_summary
 from .compaction.retention import Retention, carried_block, retention_check
-from .compaction.summary import degenerate_summary
 from .hooks import Summarizer
 from .messages import Message
 from .record import Entry, MessageAppended, SummarySource
@@ -129,15 +129,9 @@ class SummaryWriter:
             except Exception as exc:  # a failed summarizer must never lose the session
                 failure = f"summarizer failed: {type(exc).__name__}: {exc}"
             else:
-                text = text.strip() if isinstance(text, str) else ""
-                if not text:
-                    failure = "summarizer returned an empty summary"
-                elif price(text) >= room:
-                    failure = "summarizer's summary does not shrink the span"
-                elif (flaw := degenerate_summary(text)) is not None:
-                    failure = f"summarizer's summary is degenerate: {flaw}"
-                else:
-                    return SummaryAttempt(text=text, source="summarizer")
+                accepted, failure = self._judge(text, plan, messages, price, room)
+                if accepted is not None:
+                    return SummaryAttempt(text=accepted, source="summarizer")
             if plan.merge:
                 # The chain stays as it is: an excerpt of summaries keeps less than they do.
                 logger.warning("%s; the summary chain is left unmerged", failure)
@@ -155,6 +149,42 @@ class SummaryWriter:
         return SummaryAttempt(
             text=None, source="excerpt", failure=f"{failure}; {why}" if failure else why
         )
+
+    @staticmethod
+    def _judge(
+        text: object,
+        plan: SummaryNeeded,
+        messages: Sequence[Message],
+        price: Callable[[str], int],
+        room: int,
+    ) -> tuple[str | None, str | None]:
+        """The summary to write from the answer `text`, or `None` and why it is refused.
+
+        By content (`compaction.judge`): any layout and language pass; garbage, an answer
+        that does not shrink the span, and one keeping clearly fewer of the span's values than
+        the excerpt of its size are refused.
+        """
+        if not isinstance(text, str):
+            return None, f"summarizer returned {type(text).__name__}, not text"
+        if not text.strip():
+            return None, "summarizer returned an empty summary"
+        instruction = plan.request.instruction.text
+        verdict = judge_summary(text, instruction=instruction)
+        if verdict.text is None:
+            return None, f"summarizer's answer was refused: {verdict.reason}"
+        if price(verdict.text) >= room:
+            return None, "summarizer's summary does not shrink the span"
+        span = plan.request.span
+        short = content_shortfall(
+            verdict.text,
+            distinctive_values(messages, span, known=instruction),
+            lambda chars: excerpt_summary(messages, span, max_chars=chars),
+        )
+        if short is not None:
+            return None, f"summarizer's answer was refused: {short}"
+        if verdict.note:
+            logger.info("summarizer's answer accepted: %s", verdict.note)
+        return verdict.text, None
 
     def retention(
         self,

@@ -10,8 +10,6 @@ pointers unless the summarizer is the turn model itself (R28).
 from __future__ import annotations
 
 import re
-import zlib
-from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -28,7 +26,6 @@ __all__ = [
     "SUMMARY_INSTRUCTION",
     "SummaryRequest",
     "build_summary_request",
-    "degenerate_summary",
     "excerpt_summary",
     "is_summary_instruction",
     "kept_messages",
@@ -399,50 +396,3 @@ def excerpt_summary(
     sections = _excerpt_sections(messages, start, middle, max(max_chars, 400))
     work = _recent_work(middle, call_sites(messages), sections, max_chars)
     return _trim_to_fit(sections, work, max_chars)
-
-
-_WORD = re.compile(r"[^\W\d_]{2,}|[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
-_MARKUP_SHARE = 0.4  # real summaries measured 0.83-0.93 letters and digits (eval and tests)
-_LOOP_RATIO = 0.15  # zlib size / text size: prose and checkpoints measured 0.35-0.6, loops < 0.05
-
-
-def degenerate_summary(text: str) -> str | None:
-    """Why `text` is no usable checkpoint summary, or `None` when it is one.
-
-    Refused: no words, mostly markup (the empty code fences small models loop on), heavy
-    repetition, none of the checkpoint `SECTIONS` named, or only their headings. Pure.
-    """
-    if not _WORD.search(text):
-        return "it has no words"
-    visible = [c for c in text if not c.isspace()]
-    content = sum(c.isalnum() for c in visible) / len(visible)
-    if len(visible) >= 20 and content < _MARKUP_SHARE:
-        return f"it is mostly markup (only {content:.0%} of its characters are letters or digits)"
-    repeated = _repetition(text)
-    if repeated is not None:
-        return f"it repeats itself ({repeated})"
-    lowered = text.lower()
-    if not any(name.lower() in lowered for name in SECTIONS):
-        return "it has none of the checkpoint sections (" + ", ".join(SECTIONS) + ")"
-    bare = lowered
-    for name in SECTIONS:
-        bare = bare.replace(name.lower(), " ")
-    if not _WORD.search(bare):
-        return "it has the checkpoint's section headings and nothing under them"
-    return None
-
-
-def _repetition(text: str) -> str | None:
-    data = text.encode("utf-8")
-    if len(data) >= 256 and (ratio := len(zlib.compress(data, 9)) / len(data)) < _LOOP_RATIO:
-        return f"the same text loops: it compresses to {ratio:.1%} of its size"
-    lines = [line.strip() for line in text.splitlines() if line.strip()]  # never empty: words
-    line, count = Counter(lines).most_common(1)[0]
-    if count >= 4 and count * 2 >= len(lines):
-        return f"{count} of its {len(lines)} lines read {_clip(line, 40)!r}"
-    words = [w.lower() for w in _WORD.findall(text)]
-    if len(words) >= 8:
-        word, count = Counter(words).most_common(1)[0]
-        if count * 2 >= len(words):
-            return f"{count} of its {len(words)} words are {word!r}"
-    return None

@@ -1,0 +1,179 @@
+# ruff: noqa: RUF001  (Chinese summaries use full-width punctuation on purpose)
+"""`compaction.judge`: a summarizer's answer is judged by its content, never by its layout."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from steerable_compaction import Message
+from steerable_compaction.compaction import (
+    INCREMENTAL_INSTRUCTION,
+    SECTIONS,
+    SUMMARY_INSTRUCTION,
+    excerpt_summary,
+    select_regions,
+)
+from steerable_compaction.compaction.judge import (
+    CONTENT_FLOOR_CHARS,
+    content_shortfall,
+    distinctive_values,
+    judge_summary,
+)
+
+from .compaction_helpers import session, tool_round
+
+CHECKPOINT = (
+    "## Primary Request\nFix the flaky payments suite.\n## Key Technical Concepts\n"
+    "- The staging database port is 41234.\n## Files and Code\n- src/api/retry.py\n"
+    "## Errors and Fixes\n- TimeoutError in test_retry\n## Current Work\nReading the tests.\n"
+    "## Next Step\nRun them again."
+)
+ACCEPTED = {
+    "checkpoint": CHECKPOINT,
+    "prose": (
+        "The user wants the flaky payments suite fixed. The retry loop in src/api/retry.py "
+        "gives up after 3 attempts; the staging database port is 41234. A TimeoutError in "
+        "test_retry remains. Next, run the tests again."
+    ),
+    "chinese headings": (
+        "## 主要请求\n修复不稳定的支付测试。\n## 当前工作\n"
+        "正在阅读 src/api/retry.py，端口为 41234。"
+    ),
+    "json": json.dumps(
+        {"request": "Fix the flaky payments suite.", "facts": ["staging db port 41234"]},
+        indent=2,
+    ),
+    "bullets": "- fix the flaky suite\n- port 41234\n- src/api/retry.py retries 3 times",
+    "other headings": "# Goal\nFix the suite.\n# Findings\nThe retry loop in src/api/retry.py.",
+    "a table": "| file | state |\n|---|---|\n| src/a.py | read |\n| src/b.py | read |",
+    "short": "## Primary Request\nfix positions",
+}
+
+
+@pytest.mark.parametrize("text", ACCEPTED.values(), ids=ACCEPTED.keys())
+def test_any_layout_and_language_is_accepted_as_written(text: str) -> None:
+    """Prose, other headings, Chinese, JSON, lists, tables: written as they are."""
+    verdict = judge_summary(text, instruction=SUMMARY_INSTRUCTION)
+    assert verdict.reason is None and verdict.text == text.strip()
+
+
+ECHO = SUMMARY_INSTRUCTION
+REFUSED = {
+    "empty": ("  \n ", "it is empty"),
+    "fences": (" ".join(["```"] * 256), "it has no words"),
+    "ellipsis": ("…", "it has no words"),
+    "markup": ("- - - | --- | *** | ## ok | --- | - - - | *** | ---", "it is mostly markup"),
+    "a word loop": ("summary " * 80, "it repeats itself"),
+    "a token loop": ("ab" * 300, "it repeats itself"),
+    "echo": (ECHO, "it echoes the instruction"),
+    "echo with a preamble": (f"Sure, here is the summary:\n\n{ECHO}", "it echoes the instruction"),
+    "half an echo": (ECHO[: len(ECHO) * 2 // 3], "it echoes the instruction"),
+    "think only": ("<think>\nThe Primary Request and Next Step ...\n</think>", "reasoning block"),
+    "an unclosed think": ("<think>I should write the Primary Request", "reasoning block"),
+    "a role label": ("Assistant: Reading src/app.py next.", "continues the transcript"),
+    "a tool call": ('<tool_call>{"name": "read_file"}</tool_call>', "continues the transcript"),
+    "JSON tool call": ('{"name": "read_file", "arguments": {"path": "a"}}', "continues the"),
+    "a transcript line": ("[assistant] I will read the tests.", "continues the transcript"),
+    "a refusal naming a section": (
+        "I'm sorry, but I can't help with the Primary Request section.",
+        "it is a refusal",
+    ),
+    "a Chinese refusal": ("抱歉，我无法总结这段对话。", "it is a refusal"),
+    "the instruction's headings": ("\n".join(f"## {name}" for name in SECTIONS), "echoes"),
+    "bare headings": ("## Goal\n## Findings\n## Next", "nothing under them"),
+    "bold headings": ("**Primary Request:**\n**Next Step:**", "nothing under them"),
+    "empty keys": ('{\n  "request": [],\n  "files": []\n}', "nothing under them"),
+}
+
+
+@pytest.mark.parametrize(("text", "why"), REFUSED.values(), ids=REFUSED.keys())
+def test_garbage_is_refused_with_its_reason(text: str, why: str) -> None:
+    """Each kind of garbage a summarizer returns is refused, and the reason says which."""
+    verdict = judge_summary(text, instruction=SUMMARY_INSTRUCTION)
+    assert verdict.text is None and verdict.reason is not None and why in verdict.reason
+
+
+def test_an_echo_of_another_instruction_is_judged_against_the_one_sent() -> None:
+    """The echo check reads the instruction the request carried (incremental here)."""
+    assert judge_summary(INCREMENTAL_INSTRUCTION, instruction=INCREMENTAL_INSTRUCTION).reason
+    assert judge_summary(CHECKPOINT, instruction=INCREMENTAL_INSTRUCTION).reason is None
+
+
+def test_a_reasoning_block_is_left_out_of_an_accepted_summary() -> None:
+    """A summary after a reasoning block is accepted without the block, and the note says so."""
+    verdict = judge_summary(f"<think>\nwhat matters?\n</think>\n\n{CHECKPOINT}")
+    assert verdict.text == CHECKPOINT and "reasoning" in verdict.note
+    closing_only = judge_summary(f"what matters? I think the port.</think>\n{CHECKPOINT}")
+    assert closing_only.text == CHECKPOINT
+
+
+@pytest.mark.parametrize("glue", ["\n\n", "\n"])
+def test_a_summary_written_three_times_is_kept_once(glue: str) -> None:
+    """A loop that is the same summary repeated keeps what exists: one copy."""
+    verdict = judge_summary(glue.join([CHECKPOINT] * 3), instruction=SUMMARY_INSTRUCTION)
+    assert verdict.text is not None and "repeats" in verdict.note
+    assert verdict.text.count("The staging database port is 41234.") == 1
+    looped = judge_summary("## Primary Request\n" + "- read_file\n" * 6)
+    assert looped.text == "## Primary Request\n- read_file"
+
+
+def test_what_a_small_model_really_wrote_is_still_refused() -> None:
+    """Gemma 3 270M's empty fences and transcript continuations (issue 17) are refused."""
+    fixture = Path(__file__).parent / "fixtures" / "degenerate_summaries.json"
+    for output in json.loads(fixture.read_text(encoding="utf-8"))["outputs"]:
+        verdict = judge_summary(output["text"], instruction=SUMMARY_INSTRUCTION)
+        assert verdict.reason in ("it has no words",) or "continues the transcript" in str(
+            verdict.reason
+        ), verdict
+
+
+# -- content: the span's distinctive values against the excerpt of the same size -------------
+
+
+def _span() -> tuple[list[Message], tuple[int, int]]:
+    messages = session(1)
+    for i in range(12):
+        said = f"src/svc/worker_{i}.py: worker_{i} on host-{i}.internal listens on {40000 + i}"
+        messages += tool_round(i + 1, said)
+    messages += session(3)[2:]
+    return messages, select_regions(messages, 2).middle
+
+
+def test_distinctive_values_leave_out_what_the_head_and_instruction_already_say() -> None:
+    """Values stated before the span (the goal) or in the instruction are not the span's."""
+    messages = [Message.system("s"), Message.user("Fix src/app.py, port 8443.")]
+    messages += [*tool_round(1, "src/app.py answers on port 8443 and 9001; see docs/run.md")]
+    values = distinctive_values(messages, (2, 4), known="history seq 12")
+    assert "9001" in values and "docs/run.md" in values
+    assert "8443" not in values and "src/app.py" not in values
+
+
+def test_an_answer_that_keeps_none_of_the_spans_values_is_refused() -> None:
+    """An answer to the last message keeps clearly fewer values than the excerpt of its size."""
+    messages, span = _span()
+    values = distinctive_values(messages, span)
+
+    def excerpt(chars: int) -> str:
+        return excerpt_summary(messages, span, max_chars=chars)
+
+    why = content_shortfall("Done. I will run the tests next.", values, excerpt)
+    assert why is not None and "distinctive values" in why
+    kept = "Workers: " + ", ".join(f"worker_{i} port {40000 + i}" for i in range(0, 40, 4))
+    assert content_shortfall(kept, values, excerpt) is None
+    assert content_shortfall("anything", {"a1", "b2"}, excerpt) is None  # too few to judge
+
+
+def test_a_short_answer_is_compared_with_the_shortest_useful_excerpt() -> None:
+    """Below `CONTENT_FLOOR_CHARS` the excerpt it is compared with keeps that many characters."""
+    messages, span = _span()
+    sizes: list[int] = []
+
+    def excerpt(chars: int) -> str:
+        sizes.append(chars)
+        return excerpt_summary(messages, span, max_chars=chars)
+
+    content_shortfall("tiny", distinctive_values(messages, span), excerpt)
+    assert sizes == [CONTENT_FLOOR_CHARS]
