@@ -35,6 +35,11 @@ class Knobs:
     max_tail_tokens: int = 10**9
     user_message_tokens: int = 0
     summary_chain_tokens: int = 10**9
+    head_tokens: int = 10**9
+    max_context_tokens: int = 10**9
+    limit_tokens: int = 10**9
+    effective_reserved_output_tokens: int = 4096
+    effective_headroom_tokens: int = 0
 
 
 def est(message: Message) -> int:

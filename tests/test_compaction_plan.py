@@ -171,9 +171,15 @@ def test_planned_projection_keeps_head_tail_and_pairs_intact(
         assert len(plan.request.messages) == regions.tail_start + 1
         assert list(plan.kept) == sorted(plan.kept)
         assert all(regions.head_end <= i < regions.tail_start for i in plan.kept)
-        assert all(is_goal_candidate(messages[i]) for i in plan.kept)
-        assert plan.kept_tokens == total([messages[i] for i in plan.kept]) <= user_tokens
-        assert plan.kept_tokens <= plan.middle_tokens // 2
+        # The user's own messages within their budget, and every system message (R21).
+        users = [i for i in plan.kept if messages[i].role != "system"]
+        assert all(is_goal_candidate(messages[i]) for i in users)
+        assert all(
+            i in plan.kept for i in range(*plan.request.span) if messages[i].role == "system"
+        )
+        assert plan.kept_tokens == total([messages[i] for i in plan.kept])
+        assert total([messages[i] for i in users]) <= user_tokens
+        assert total([messages[i] for i in users]) <= plan.middle_tokens // 2
     if isinstance(plan, FoldRewrite):
         assert plan.post_tokens <= plan.pre_tokens
         if mode == "normal" and not plan.horizonless:

@@ -136,7 +136,7 @@ def test_the_token_cap_shrinks_the_tail_but_never_below_the_newest_turn() -> Non
     assert capped.tail_start == len(messages) - 6
     tiny = select_regions(messages, 8, max_tail_tokens=1, estimate=est)
     assert tiny.tail_start == len(messages) - 4  # R23 wins over the cap
-    with pytest.raises(ValueError, match="go together"):
+    with pytest.raises(ValueError, match="needs estimate"):
         select_regions(messages, 8, max_tail_tokens=10)
 
 

@@ -13,6 +13,7 @@ from steerable_compaction.compaction.retention import (
     Retention,
     retention_check,
 )
+from steerable_compaction.summaries import SummaryWriter
 from steerable_compaction.tokens import estimate_tokens
 
 
@@ -135,6 +136,18 @@ def test_a_key_or_code_in_capitals_is_a_stated_value() -> None:
         assert check([level]).found == 0, word
 
 
+def bounded(
+    writer: SummaryWriter,
+    messages: list[Message],
+    seqs: list[int],
+    span: tuple[int, int],
+    summary: str,
+) -> Retention:
+    """The block the engine writes with an unbounded policy ceiling: the span's bounds alone."""
+    budget = writer.retention_budget(messages, seqs, span, summary, frozenset(), ceiling=10**6)
+    return writer.retention(messages, seqs, span, summary, frozenset(), budget_tokens=budget)
+
+
 def test_the_engine_keeps_the_block_within_a_share_of_the_span() -> None:
     """However large the budget, the block stays within a share of the span.
 
@@ -156,7 +169,7 @@ def test_the_engine_keeps_the_block_within_a_share_of_the_span() -> None:
     summary = "## Current Work\nreading the shards"
 
     def block(span: tuple[int, int], text: str = summary) -> Retention:
-        return writer.retention(facts, seqs, span, text, frozenset(), budget_tokens=10**6)
+        return bounded(writer, facts, seqs, span, text)
 
     whole = block((0, len(facts)))
     assert whole.kept and whole.dropped > 0  # the cap, not the budget, stopped it
@@ -192,9 +205,7 @@ def test_a_block_carried_from_an_earlier_summary_is_not_held_to_the_share() -> N
     span = [earlier, Message.tool("c1", "read the next shard list"), Message.user("go on")]
     writer = SummaryWriter(None, TokenMeter(), timeout=None)
     summary = "## Current Work\nreading the shards"
-    kept = writer.retention(
-        span, [0, 60, 61], (0, len(span)), summary, frozenset(), budget_tokens=10**6
-    )
+    kept = bounded(writer, span, [0, 60, 61], (0, len(span)), summary)
     span_tokens = sum(estimate_tokens(m) for m in span)
     freed = span_tokens - estimate_tokens(summary) - 16
     assert estimate_tokens(kept.block) > span_tokens // RETAINED_SPAN_DIVISOR
@@ -280,7 +291,7 @@ def test_the_block_never_makes_the_rewrite_larger_than_the_span() -> None:
         summary = "## Current Work\n" + " ".join(["progress"] * words)
         if estimate_tokens(summary_message(summary, 12, history=(10, 21))) >= span_tokens:
             break  # a summary that does not shrink the span is refused before this check
-        kept = writer.retention(facts, seqs, (0, 12), summary, frozenset(), budget_tokens=10**6)
+        kept = bounded(writer, facts, seqs, (0, 12), summary)
         blocks += bool(kept.block)
         text = f"{summary}\n\n{kept.block}" if kept.block else summary
         assert estimate_tokens(summary_message(text, 12, history=(10, 21))) < span_tokens, words

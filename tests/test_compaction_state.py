@@ -84,7 +84,12 @@ def test_r32_three_ineffective_compactions_open_the_circuit() -> None:
         state = after_pressure_compaction(state, POLICY, post_tokens=8_000, effective=True)
         assert state.consecutive_failures == n
     assert state.circuit == "consecutive_failures"
-    assert pressure_gate(state, POLICY, 50_000) == "circuit_open"
+    assert pressure_gate(state, POLICY, POLICY.threshold_tokens) == "circuit_open"
+    assert pressure_gate(state, POLICY, POLICY.limit_tokens) == "circuit_open"
+    # Counters never pass their limits, however many failures follow.
+    for _ in range(5):
+        state = after_pressure_compaction(state, POLICY, post_tokens=8_000, effective=False)
+    assert state.consecutive_failures == POLICY.max_consecutive_failures
 
 
 def test_r32_an_effective_compaction_resets_the_failure_count() -> None:
@@ -229,14 +234,29 @@ def test_summarizer_failure_is_remembered_in_the_state() -> None:
     assert not after_summary_attempt(failed, failed=False).summarizer_failed
 
 
-def test_with_the_circuit_open_a_request_past_the_window_limit_still_compacts() -> None:
-    """An open circuit stops compaction at the threshold, not at the window's edge."""
+def test_r32_r33_one_rule_for_an_open_circuit_compact_only_past_the_limit() -> None:
+    """Either breaker: no compaction at the threshold, but one past the limit (never sent).
+
+    The limit is the window less the output reserve: a request over it could only fail. The
+    same holds inside the hysteresis margin.
+    """
     policy = resolve_compaction_policy(None, 10_000, reserved_output_tokens=1_000)
-    state = EngineState(circuit="rapid_refill")
     assert policy.limit_tokens == 9_000
-    assert pressure_gate(state, policy, policy.threshold_tokens) == "circuit_open"
-    assert pressure_gate(state, policy, 8_999) == "circuit_open"
-    assert pressure_gate(state, policy, 9_000) == "limit"
+    for circuit in ("rapid_refill", "consecutive_failures"):
+        state = EngineState(circuit=circuit)  # type: ignore[arg-type]
+        assert pressure_gate(state, policy, policy.threshold_tokens) == "circuit_open"
+        assert pressure_gate(state, policy, 9_000) == "circuit_open"
+        assert pressure_gate(state, policy, 9_001) == "limit"
     assert pressure_gate(EngineState(), policy, 9_000) == "compact"
-    failing = EngineState(circuit="consecutive_failures")
-    assert pressure_gate(failing, policy, 9_500) == "circuit_open"  # R32 stays shut
+    settled = EngineState(last_post_tokens=8_900)  # inside the margin of the last compaction
+    assert pressure_gate(settled, policy, 9_000) == "hysteresis"
+    assert pressure_gate(settled, policy, 9_001) == "limit"
+
+
+def test_r33_the_refill_count_is_bounded() -> None:
+    """A session that keeps refilling never counts past `max_rapid_refills`."""
+    state = EngineState()
+    for n in range(10):
+        state = at_step(state, round_=n + 1, turn=0)
+        state = after_pressure_compaction(state, POLICY, post_tokens=100, effective=True)
+    assert state.rapid_refills == POLICY.max_rapid_refills and state.circuit == "rapid_refill"

@@ -109,6 +109,10 @@ BAD_VALUES: list[tuple[str, object, str]] = [
         for bad in (-0.01, 1, 1.0, float("nan"), False, "0.1", None)
     ],
     *[
+        ("head_token_ratio", bad, "a float in [0, 1]")
+        for bad in (-0.01, 1.01, float("nan"), True, "0.25", None)
+    ],
+    *[
         ("retention_token_ratio", bad, "a float in [0, 1)")
         for bad in (-0.01, 1, 1.0, float("nan"), False, "0.1", None)
     ],

@@ -47,6 +47,7 @@ PUBLIC = [
     "RecordLockedError",
     "Reminder",
     "RequestErrorContext",
+    "RequestTooLargeError",
     "RetryAction",
     "RetryHooks",
     "SpillHooks",

@@ -210,7 +210,7 @@ def test_a_value_spanning_two_lines_is_not_taken_for_two_entries() -> None:
 def test_the_fast_path_knows_every_field_of_the_values_it_builds() -> None:
     """A field added to a message class turns the fast path off until it learns the field."""
     assert fast.ENABLED
-    assert [f.name for f in fields(Message)] == ["role", "parts", "pinned"]
+    assert [f.name for f in fields(Message)] == ["role", "parts", "pinned", "goal"]
     assert [f.name for f in fields(TextPart)] == ["text", "type"]
     assert [f.name for f in fields(ToolCall)] == ["id", "name", "arguments", "type"]
     assert [f.name for f in fields(ToolResult)] == ["call_id", "content", "is_error", "type"]

@@ -124,12 +124,19 @@ def test_r31_pressure_compaction_below_threshold_is_caught() -> None:
 
 def test_r31_without_policy_only_rising_pressure_is_required() -> None:
     """Without a policy, the margin is unknown: pressure must only rise above the last post."""
-    ok = record_with(*bracket("k1", 9_000, 7_500), fold(7_600, 6_000))
+    step = MessageAppended(message=Message.user("next"))  # a later step, not the same one
+    ok = record_with(*bracket("k1", 9_000, 7_500), step, fold(7_600, 6_000))
     assert check_trace(ok).ok
-    bad = record_with(*bracket("k1", 9_000, 7_500), fold(7_500, 6_000))
+    bad = record_with(*bracket("k1", 9_000, 7_500), step, fold(7_500, 6_000))
     report = check_trace(bad)
     assert report.counts() == {"hysteresis": 1} and report.margin_tokens is None
     assert "> 7500" in report.violations[0].detail
+
+
+def test_r31_a_fold_right_after_a_boundary_at_its_post_level_is_the_same_step() -> None:
+    """The engine compacting further because the request would not fit: not gated again."""
+    same = record_with(*bracket("k1", 12_000, 9_500), fold(9_500, 8_000))
+    assert check_trace(same, policy=POLICY).ok
 
 
 def test_r31_micro_and_forced_compactions_are_exempt() -> None:

@@ -28,6 +28,7 @@ from .errors import (
     RecordConnectionError,
     RecordError,
     RecordLockedError,
+    RequestTooLargeError,
 )
 from .harness import Harness, load_harness
 from .hooks import (
@@ -115,6 +116,7 @@ __all__ = [
     "RecordLockedError",
     "Reminder",
     "RequestErrorContext",
+    "RequestTooLargeError",
     "RetryAction",
     "RetryHooks",
     "SpillHooks",

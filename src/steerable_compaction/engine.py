@@ -22,10 +22,15 @@ from .compaction import (
     plan_compaction,
     plan_merge,
 )
+from .compaction.plan import MIN_SUMMARY_TOKENS
+from .compaction.prune import fold_largest
+from .compaction.regions import is_goal_candidate, newest_turn, pinned_indices
 from .compaction.state import (
     THRASHING_REASON,
+    THRASHING_TEXT,
     CircuitReason,
     EngineState,
+    Gate,
     after_forced,
     after_pressure_compaction,
     after_summary_attempt,
@@ -36,7 +41,12 @@ from .compaction.state import (
     request_manual,
     take_overflow_retry,
 )
-from .errors import ContextOverflowError, OverflowRetriesExhaustedError, ProviderError
+from .errors import (
+    ContextOverflowError,
+    OverflowRetriesExhaustedError,
+    ProviderError,
+    RequestTooLargeError,
+)
 from .hooks import (
     CompactionOutcome,
     PreStepAction,
@@ -55,6 +65,7 @@ from .record import (
     CompactionTrigger,
     MessageAppended,
     Record,
+    Reminder,
     SummarySource,
 )
 from .record.usage import newest_usage
@@ -74,6 +85,13 @@ __all__ = [
 
 logger = logging.getLogger("steerable_compaction.engine")
 
+
+_FIT_ROUNDS = 8  # compactions `_fit` may write in one step before it folds (pieces of a span)
+OVERFLOW_CUT = 0.9
+"""After an overflow, the retried request's estimate must be this share of the refused one's.
+
+The provider said the estimate was short by an unknown amount; until the meter learns from a
+billed reply, a tenth less is a judgement, not a measurement."""
 
 # A fatal 400/413/422 at >= 90 % of the window is a probable overflow in unknown words.
 PROBABLE_OVERFLOW_STATUS = frozenset({400, 413, 422})
@@ -122,6 +140,10 @@ class CompactionHooks:
         # only the entries appended since the previous one.
         self._assistant_seqs: list[int] = []
         self._scanned = 0
+        self._goal_scanned = 0
+        self._opening_goal: Message | None = None  # newest user message before an assistant's
+        self._named_goal: Message | None = None  # newest user message a host named the goal
+        self._opening_done = False
         self._usage_scanned = 0
         self._recovery_done = False
         self.last_outcome: CompactionOutcome | None = None
@@ -185,7 +207,7 @@ class CompactionHooks:
         return PreStepAction(gate=gate)
 
     async def pre_step(self, ctx: StepContext, /) -> PreStepAction:
-        """Compact when a path calls for it, then let the request go ahead."""
+        """Compact when a path calls for it, then make sure the request fits the window."""
         quiet = self.quiet_step(ctx)
         if quiet is not None:
             return quiet
@@ -193,47 +215,162 @@ class CompactionHooks:
         self._state = at_step(self._state, round_=ctx.round, turn=ctx.turn)
         self._observe_new()
         done: list[CompactionOutcome] = []
+        gate = None
         if self._state.manual_requested or ctx.compact_requested:
-            outcome = await self._compact("manual", "aggressive")
+            outcome = await self._compact("manual", "normal")
+            done.append(outcome)
             self._state = after_forced(
                 self._state,
                 post_tokens=outcome.post_tokens if outcome.written else None,
                 manual=True,
             )
-            return PreStepAction(compactions=(outcome,))
-        if micro_due(self._state, self.policy):
-            outcome = await self._compact("micro", "fold_only")
-            if outcome.written:
+        else:
+            folded = False
+            if micro_due(self._state, self.policy):
+                outcome = await self._compact("micro", "fold_only")
+                done.append(outcome)
                 # The flowchart ends here: a summary now would replay a projection the provider
                 # never saw (the fold just changed it), losing the warm prefix (R25).
-                return PreStepAction(compactions=(outcome,))
-            done.append(outcome)
+                folded = outcome.written
+            if not folded:
+                gate, pressured = await self._pressure_path()
+                if pressured is not None:
+                    done.append(pressured)
+        done.extend(await self._fit("pressure"))
+        self._keep_reminder()
+        return PreStepAction(compactions=tuple(done), gate=gate)
+
+    async def _pressure_path(self) -> tuple[Gate, CompactionOutcome | None]:
+        """The pressure gate and, when it opens, one compaction (R12, R16, R31-R33)."""
         pressure = self.pressure()
         self._state, gate = gate_round(self._state, self.policy, pressure)
-        if gate in ("compact", "limit"):
-            outcome = await self._compact("pressure", "normal", pressure)
+        if gate not in ("compact", "limit"):
+            return gate, None
+        outcome = await self._compact("pressure", "normal", pressure)
+        if outcome.nothing_to_do:
+            return gate, outcome  # nothing compactable: neither a failure nor a baseline
+        was_open = self._state.circuit
+        self._state = after_pressure_compaction(
+            self._state,
+            self.policy,
+            post_tokens=outcome.post_tokens,
+            effective=outcome.effective,
+        )
+        if was_open is None and self._state.circuit == "rapid_refill":
+            self.record.append(self._reminder())
+        return gate, outcome
+
+    def _reminder(self) -> Reminder:
+        return compaction_thrashing_reminder(
+            self._state.rapid_refills, self.policy.rapid_refill_window_rounds
+        )
+
+    def _keep_reminder(self) -> None:
+        """While the rapid-refill circuit is open, its reminder stays visible to the model.
+
+        A compaction may summarize it away; it is appended again (R33).
+        """
+        if self._state.circuit != "rapid_refill" or self.record.readonly:
+            return
+        if not any(THRASHING_TEXT in m.text for m in self.record.projection.messages):
+            self.record.append(self._reminder())
+
+    async def _fit(
+        self, trigger: CompactionTrigger, *, limit: int | None = None
+    ) -> list[CompactionOutcome]:
+        """Compact until the next request fits the window; `RequestTooLargeError` if it cannot.
+
+        No request leaves while the calibrated estimate is over `limit_tokens` (the window less
+        the output reserve), whatever the breakers, the hysteresis or a cooldown say. Cheapest
+        loss first: a summary that keeps neither a retention block nor the span's user
+        messages; then the tail cut to the newest turn; then the largest tool results folded,
+        the newest turn's included; last, oversized pinned text (the goal too), each fold with
+        a pointer to the record and a loud warning. `limit` lowers the bar (after an overflow).
+        """
+        limit = self.policy.limit_tokens if limit is None else limit
+        done: list[CompactionOutcome] = []
+        squeeze, rounds = 1, 0
+        while (pressure := self.pressure()) > limit and squeeze <= 2 and rounds < _FIT_ROUNDS:
+            outcome = await self._compact(trigger, "normal", pressure, squeeze=squeeze)
             done.append(outcome)
-            was_open = self._state.circuit
-            self._state = after_pressure_compaction(
-                self._state,
-                self.policy,
-                post_tokens=outcome.post_tokens,
-                effective=outcome.effective,
+            rounds += 1
+            if not outcome.written or self.pressure() >= pressure:
+                squeeze += 1  # nothing more at this rung: the next loss
+        for pinned in (False, True):
+            if self.pressure() <= limit:
+                return done
+            folded = self._fold_largest(trigger, pinned=pinned, limit=limit)
+            if folded is not None:
+                done.append(folded)
+        tokens = self.pressure()
+        if tokens > limit:
+            raise RequestTooLargeError(
+                tokens, limit, self._must_stay(), self.policy.max_context_tokens
             )
-            if was_open is None and self._state.circuit == "rapid_refill":
-                self.record.append(
-                    compaction_thrashing_reminder(
-                        self._state.rapid_refills, self.policy.rapid_refill_window_rounds
-                    )
-                )
-        return PreStepAction(compactions=tuple(done), gate=gate)
+        return done
+
+    def _must_stay(self) -> int:
+        """Tokens of what no compaction may take out: system, goal, pinned, the newest turn."""
+        messages = self.record.projection.messages
+        stay = pinned_indices(messages, self._goal_index(messages)) | newest_turn(messages)
+        return sum(self.meter.estimate(messages[i]) for i in stay)
+
+    def _fold_largest(
+        self, trigger: CompactionTrigger, *, pinned: bool, limit: int
+    ) -> CompactionOutcome | None:
+        """Fold the largest results (the newest turn's too), or with `pinned` the pinned text.
+
+        The last rungs of `_fit`: lossy beats stuck, loudly.
+        """
+        projection = self.record.projection
+        messages = list(projection.messages)
+        seqs = list(projection.seqs)
+        keep = pinned_indices(messages, self._goal_index(messages))
+        if pinned:
+            candidates = {
+                i for i in keep if messages[i].role == "user" and messages[i].text.strip()
+            }
+        else:
+            candidates = {i for i, m in enumerate(messages) if m.role == "tool"} - keep
+        pre = self.pressure()
+        need = pre - limit
+        result = fold_largest(
+            messages,
+            candidates=candidates,
+            need=need,
+            excerpt_chars=self.policy.fold_excerpt_chars,
+            estimate=self.meter.estimate,
+            seqs=seqs,
+        )
+        if not result.changed:
+            return None
+        what = "pinned messages (the goal among them)" if pinned else "tool results"
+        logger.warning(
+            "the next request (%d tokens) would not fit the window's %d: folded the %d largest "
+            "%s, the newest turn included, keeping %d characters of each (the record keeps "
+            "the originals)",
+            pre,
+            limit,
+            result.folded,
+            what,
+            self.policy.fold_excerpt_chars,
+        )
+        return self._fold(
+            result,
+            "compact",
+            trigger,
+            pre,
+            why=f"the request would not fit the window: folded the largest {what}; ",
+        )
 
     async def on_request_error(self, ctx: RequestErrorContext, /) -> RetryAction | None:
         """On context overflow: compact (forced) and retry (R13).
 
         At most `max_overflow_retries` per turn, then `OverflowRetriesExhaustedError`. Works
-        while the circuit is open. An unrecognized 400/413/422 near the window is tried as a
-        probable overflow once per request (`_probable_overflow`).
+        while the circuit is open. The refusal is a measurement (`_overflow_compaction`); a
+        compaction that frees nothing is not retried (the same request would fail the same
+        way). An unrecognized 400/413/422 near the window is tried as a probable
+        overflow once per request (`_probable_overflow`).
         """
         if not isinstance(ctx.error, ContextOverflowError):
             return await self._probable_overflow(ctx)
@@ -244,24 +381,56 @@ class CompactionHooks:
             used = self._state.overflow_retries
             raise OverflowRetriesExhaustedError(used, str(ctx.error)) from ctx.error
         self._state = spent
-        outcome = await self._compact("overflow", "aggressive")
+        try:
+            outcomes = await self._overflow_compaction()
+        except RequestTooLargeError as exc:
+            raise OverflowRetriesExhaustedError(
+                spent.overflow_retries, f"{ctx.error} (and {exc})"
+            ) from ctx.error
+        if not outcomes:
+            raise OverflowRetriesExhaustedError(
+                spent.overflow_retries,
+                f"{ctx.error} (and nothing is left to compact: {self._why_nothing()})",
+            ) from ctx.error
+        return RetryAction(reason="compacted after a context overflow", compactions=outcomes)
+
+    async def _overflow_compaction(
+        self, *, probable: bool = False
+    ) -> tuple[CompactionOutcome, ...]:
+        """Compact after the provider refused the request as too long; `()` if nothing freed.
+
+        The refusal is a measurement: the request was larger than the estimate said. So the
+        retried request must come in at least `OVERFLOW_CUT` under the refused one's estimate
+        (and under the limit): the fit guard compacts until it does, or `RequestTooLargeError`
+        says it cannot. A `probable` overflow (an unrecognized error) is held to the limit only.
+        """
+        self._observe_new()
+        before = self.pressure()
+        outcome = await self._compact("overflow", "normal", before)
         self._state = after_forced(
             self._state,
             post_tokens=outcome.post_tokens if outcome.written else None,
             manual=False,
         )
-        if not outcome.written:
-            raise OverflowRetriesExhaustedError(
-                spent.overflow_retries,
-                f"{ctx.error} (and nothing is left to compact: {outcome.reason})",
-            ) from ctx.error
-        return RetryAction(reason="compacted after a context overflow", compactions=(outcome,))
+        self.last_outcome = outcome
+        target = self.policy.limit_tokens
+        if not probable:
+            target = min(target, int(before * OVERFLOW_CUT))
+        done = [outcome] if outcome.written else []
+        done.extend(o for o in await self._fit("overflow", limit=target) if o.written)
+        if self.pressure() >= before or not done:
+            return ()
+        return tuple(done)
+
+    def _why_nothing(self) -> str:
+        outcome = self.last_outcome
+        return outcome.reason if outcome is not None and outcome.reason else "no change"
 
     async def _probable_overflow(self, ctx: RequestErrorContext) -> RetryAction | None:
         """One forced compaction per request for a fatal 400/413/422 near the window.
 
         Providers word overflows in ever new ways. This spends the R13 per-turn budget; if it
-        writes nothing or the budget is spent, the error stays fatal (`None`).
+        frees nothing or the budget is spent, the error stays fatal (`None`).
         """
         error = ctx.error
         if not isinstance(error, ProviderError) or error.retryable:
@@ -280,18 +449,17 @@ class CompactionHooks:
             return None
         self._state = replace(spent, probable_tried=(ctx.turn, ctx.round))
         logger.warning("%s at %d tokens: compacting once as a probable overflow", error, pressure)
-        outcome = await self._compact("overflow", "aggressive", pressure)
-        self._state = after_forced(
-            self._state,
-            post_tokens=outcome.post_tokens if outcome.written else None,
-            manual=False,
-        )
-        if not outcome.written:
+        try:
+            outcomes = await self._overflow_compaction(probable=True)
+        except RequestTooLargeError:
             return None
-        why = f"probable overflow (HTTP {error.status_code} near the window); {outcome.reason}"
+        if not outcomes:
+            return None
+        why = f"probable overflow (HTTP {error.status_code} near the window)"
+        first, *rest = outcomes
         return RetryAction(
             reason="compacted after a probable context overflow",
-            compactions=(replace(outcome, reason=why),),
+            compactions=(replace(first, reason=f"{why}; {first.reason}"), *rest),
         )
 
     async def post_tool_result(self, ctx: ToolResultContext, /) -> ToolResult:
@@ -315,6 +483,8 @@ class CompactionHooks:
         trigger: CompactionTrigger,
         mode: Literal["normal", "aggressive", "fold_only"],
         pressure: int | None = None,
+        *,
+        squeeze: int = 0,
     ) -> CompactionOutcome:
         projection = self.record.projection
         messages = list(projection.messages)
@@ -329,9 +499,9 @@ class CompactionHooks:
             seqs=seqs,
             rounds=self._rounds(seqs),
             replay_images=self._replay_images,
-            # After a failed summarizer call, a fold that frees enough comes first again; the
-            # summarizer is asked next when only a summary will do.
-            summarizer=self._summarizer_on() and not self._state.summarizer_failed,
+            summarizer=self._summarizer_on(),
+            goal=self._goal_index(messages),
+            squeeze=squeeze,
         )
         match plan:
             case NothingToDo():
@@ -342,12 +512,13 @@ class CompactionHooks:
                     pre_tokens=pre,
                     post_tokens=pre,
                     reason=plan.reason,
+                    nothing_to_do=True,
                 )
             case FoldRewrite():
                 outcome = self._fold(plan.prune, plan.action, trigger, pre)
             case SummaryNeeded():
-                outcome = await self._summarize(plan, messages, trigger)
-                if outcome.written and outcome.compaction_id is not None:
+                outcome = await self._summarize(plan, messages, trigger, squeeze=squeeze)
+                if outcome.written and outcome.compaction_id is not None and not squeeze:
                     outcome = await self._merge_chain(outcome, trigger)
             case _:
                 assert_never(plan)
@@ -362,6 +533,35 @@ class CompactionHooks:
                 outcome.reason,
             )
         return outcome
+
+    def _goal_index(self, messages: Sequence[Message]) -> int | None:
+        """Where the goal stands in `messages`, as the record tells it (`opening_goal`'s rule).
+
+        The goal is the newest user message a host named the goal, else the newest user
+        message appended before the first assistant message: read from the record, not the
+        projection, where kept user messages stand before the first summary. `None` when the
+        goal is no longer in view (a fold took it, say).
+        """
+        entries = self.record.entries
+        for entry in entries[self._goal_scanned :]:
+            event = entry.event
+            if not isinstance(event, MessageAppended):
+                continue
+            message = event.message
+            if message.role == "assistant":
+                self._opening_done = True
+            elif message.goal and message.role == "user":
+                self._named_goal = message
+            elif not self._opening_done and is_goal_candidate(message):
+                self._opening_goal = message
+        self._goal_scanned = len(entries)
+        goal = self._named_goal or self._opening_goal
+        if goal is None:
+            return None
+        for i, message in enumerate(messages):
+            if message is goal or (message.role == "user" and message == goal):
+                return i
+        return None
 
     async def _merge_chain(
         self, first: CompactionOutcome, trigger: CompactionTrigger
@@ -423,9 +623,17 @@ class CompactionHooks:
         )
 
     async def _summarize(
-        self, plan: SummaryNeeded, messages: list[Message], trigger: CompactionTrigger
+        self,
+        plan: SummaryNeeded,
+        messages: list[Message],
+        trigger: CompactionTrigger,
+        *,
+        squeeze: int = 0,
     ) -> CompactionOutcome:
-        planned: CompactionAction = "summarize" if self._summarizer_on() else "excerpt"
+        use = self._summarizer_on() and not (
+            self._state.circuit == "consecutive_failures" and self._state.summarizer_failed
+        )
+        planned: CompactionAction = "summarize" if use and plan.fits else "excerpt"
         called = planned == "summarize"
         cid = self._writer.open(
             span=plan.request.span,
@@ -434,17 +642,26 @@ class CompactionHooks:
             trigger=trigger,
             kept=plan.kept,
         )
+        # What stays after the summary: the rest of the projection and the kept messages. When
+        # a summary can bring the next request inside the window, one that does not is refused
+        # (frees too little); when it cannot (a piece of a span too large to replay at once),
+        # it only has to shrink its span.
+        rest = plan.pre_tokens - plan.middle_tokens + plan.kept_tokens
+        room = self.policy.limit_tokens - rest
         attempt = await self._summaries.attempt(
-            plan, messages, use_summarizer=self._summarizer_on()
+            plan,
+            messages,
+            use_summarizer=use,
+            max_tokens=room if room >= MIN_SUMMARY_TOKENS else None,
         )
         if called and not plan.merge:  # a failed merge leaves the chain; summaries still work
             self._state = after_summary_attempt(self._state, failed=attempt.failure is not None)
         if attempt.text is None:
             failure = attempt.failure or "no summary could be written"
+            self._writer.abandon(cid, failure)  # its span stays as it is (R37)
             if plan.fold.changed:
                 # The fold alone would have done (better than an excerpt), or no summary could
-                # be written at all (lossy beats stuck). The bracket stays open, so the
-                # projection ignores it (R37) and recovery finds no summary to reuse.
+                # be written at all (lossy beats stuck).
                 return self._fold(
                     plan.fold,
                     "compact",
@@ -453,7 +670,6 @@ class CompactionHooks:
                     why=f"{failure}; ",
                     called=called,
                 )
-            # The bracket stays open: its span stays visible and nothing is lost (R37).
             return CompactionOutcome(
                 trigger=trigger,
                 written=False,
@@ -464,7 +680,26 @@ class CompactionHooks:
                 summarizer_called=called,
                 reason=failure,
             )
-        self._writer.summary(cid, attempt.text, attempt.source)
+        # The retention block comes out of the room the summary leaves below the level a
+        # compaction aims for (the threshold less the hysteresis margin); a squeezed compaction
+        # (the request would not fit) keeps none.
+        closing = closing_message(
+            attempt.text, messages, list(self.record.projection.seqs), plan.request.span, plan.kept
+        )
+        target = self.policy.threshold_tokens - self.policy.recompact_margin_tokens
+        budget = self._summaries.retention_budget(
+            messages,
+            self.record.projection.seqs,
+            plan.request.span,
+            attempt.text,
+            frozenset(plan.kept),
+            ceiling=0 if squeeze else self.policy.retention_tokens,
+            room=target - rest - self.meter.estimate(closing),
+            calibration=self.meter.calibration,
+        )
+        self._writer.summary(
+            cid, attempt.text, attempt.source, retention_budget=budget, refused=attempt.failure
+        )
         outcome = self._close(
             cid,
             span=plan.request.span,
@@ -474,6 +709,7 @@ class CompactionHooks:
             trigger=trigger,
             kept=plan.kept,
             called=called,
+            retention_budget=budget,
         )
         if attempt.failure is None:
             return outcome
@@ -491,25 +727,36 @@ class CompactionHooks:
         trigger: CompactionTrigger,
         kept: Sequence[int],
         called: bool,
+        retention_budget: int | None,
     ) -> CompactionOutcome:
         """Close bracket `cid`: the kept messages, then the summary, replace `span`.
 
         The retention check adds the span's salient facts the summary lacks, read from the
         messages as appended (a fold before the summary hides none; deterministic: recovery
-        rebuilds the same text from the same record), and the summary names the record seqs it
-        replaces.
+        rebuilds the same text from the same record), within `retention_budget` (recorded with
+        the summary; `None` for a record written before it was: the policy's bound alone).
+        The summary names the record seqs it replaces.
         """
         projection = self.record.projection
         messages = projection.messages
         seqs = projection.seqs
         history = span_history(seqs, span)
+        if retention_budget is None:
+            retention_budget = self._summaries.retention_budget(
+                messages,
+                seqs,
+                span,
+                summary,
+                frozenset(kept),
+                ceiling=self.policy.retention_tokens,
+            )
         retention = self._summaries.retention(
             messages,
             seqs,
             span,
             summary,
             frozenset(kept),
-            budget_tokens=self.policy.retention_tokens,
+            budget_tokens=retention_budget,
             entries=self.record.entries,
         )
         text = f"{summary.rstrip()}\n\n{retention.block}" if retention.block else summary
@@ -570,6 +817,7 @@ class CompactionHooks:
                 trigger=start.trigger,
                 kept=start.kept,
                 called=False,
+                retention_budget=bracket.summary.retention_budget,
             )
             logger.warning(
                 "closed bracket %s left open by an interrupted run, reusing its recorded summary",

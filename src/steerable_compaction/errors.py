@@ -11,7 +11,8 @@ CompactionError
 ├── RecallError                    a history search or read that cannot be answered
 ├── ProviderError                  an adapter call failed (`.provider`, `.status_code`)
 │   └── ContextOverflowError       the request was too long; compaction may retry
-└── OverflowRetriesExhaustedError  the loud failure after `max_overflow_retries`
+├── OverflowRetriesExhaustedError  the loud failure after `max_overflow_retries`
+└── RequestTooLargeError           the next request would not fit, whatever compaction did
 ```
 
 Every error keeps its constructor arguments as typed attributes and pickles (the sidecar and
@@ -34,6 +35,7 @@ __all__ = [
     "RecordConnectionError",
     "RecordError",
     "RecordLockedError",
+    "RequestTooLargeError",
 ]
 
 
@@ -188,6 +190,31 @@ class OverflowRetriesExhaustedError(CompactionError):
 
     def __reduce__(self) -> tuple[type[OverflowRetriesExhaustedError], tuple[int, str]]:
         return (type(self), (self.attempts, self.last_error))
+
+
+class RequestTooLargeError(CompactionError):
+    """The next request would not fit the window, and nothing is left to compact.
+
+    Raised before the request is sent (the library's own estimate says it will not fit):
+    `tokens` is that estimate, `limit` what a request may carry (the window less the output
+    room), `head_tokens` what cannot be compacted (system messages, the goal, pinned messages
+    and the newest turn), `window` the context window.
+    """
+
+    def __init__(self, tokens: int, limit: int, head_tokens: int, window: int) -> None:
+        self.tokens = tokens
+        self.limit = limit
+        self.head_tokens = head_tokens
+        self.window = window
+        super().__init__(
+            f"the next request needs {tokens:,} tokens but a request may carry {limit:,} "
+            f"(a {window:,}-token window less its output room), and nothing is left to "
+            f"compact: what must stay (system messages, the goal, pinned messages and the "
+            f"newest turn) takes {head_tokens:,} tokens"
+        )
+
+    def __reduce__(self) -> tuple[type[RequestTooLargeError], tuple[int, int, int, int]]:
+        return (type(self), (self.tokens, self.limit, self.head_tokens, self.window))
 
 
 def _rebuild(

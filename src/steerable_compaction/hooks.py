@@ -69,7 +69,10 @@ class ToolResultContext:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CompactionOutcome:
-    """What one compaction did. `written` is false when the record was left unchanged."""
+    """What one compaction did. `written` is false when the record was left unchanged.
+
+    `nothing_to_do` marks a compaction that found nothing it may change (not a failure).
+    """
 
     trigger: CompactionTrigger
     written: bool
@@ -80,6 +83,7 @@ class CompactionOutcome:
     compaction_id: str | None = None
     summarizer_called: bool = False
     reason: str = ""
+    nothing_to_do: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -169,11 +169,14 @@ class Message:
     """One transcript entry: a role and its parts (see the module docstring for the rules).
 
     `pinned` keeps the message out of every fold and summary: compaction re-sends it as it is.
+    `goal` names a user message as the session's goal (the task): compaction keeps it verbatim
+    and never takes an earlier user message (a demonstration) for it.
     """
 
     role: Role
     parts: tuple[Part, ...] = ()
     pinned: bool = False
+    goal: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.role, str) or self.role not in _ROLES:
@@ -182,6 +185,12 @@ class Message:
             )
         if type(self.pinned) is not bool:
             raise MessageError(f"pinned must be True or False, got {self.pinned!r}", field="pinned")
+        if type(self.goal) is not bool:
+            raise MessageError(f"goal must be True or False, got {self.goal!r}", field="goal")
+        if self.goal and self.role != "user":
+            raise MessageError(
+                f"only a user message can be the goal, not {self.role}", field="goal"
+            )
         if not isinstance(self.parts, tuple):
             object.__setattr__(self, "parts", tuple(self.parts))
         allowed = _ALLOWED[self.role]
@@ -218,10 +227,15 @@ class Message:
         return cls(role="system", parts=(TextPart(text=text),))
 
     @classmethod
-    def user(cls, content: str | Iterable[ContentPart], *, pinned: bool = False) -> Message:
-        """A user message from a string or from text/image parts (`pinned`: never compacted)."""
+    def user(
+        cls, content: str | Iterable[ContentPart], *, pinned: bool = False, goal: bool = False
+    ) -> Message:
+        """A user message from text or text/image parts (`pinned`: never compacted; `goal`).
+
+        `goal=True` names it the session's goal (see the class docstring).
+        """
         parts = (TextPart(text=content),) if isinstance(content, str) else tuple(content)
-        return cls(role="user", parts=parts, pinned=pinned)
+        return cls(role="user", parts=parts, pinned=pinned, goal=goal)
 
     @classmethod
     def assistant(cls, text: str | None = None, tool_calls: Iterable[ToolCall] = ()) -> Message:
@@ -242,7 +256,15 @@ class Message:
 
     def pin(self) -> Message:
         """This message, pinned: never folded or summarized, re-sent as it is."""
-        return self if self.pinned else Message(role=self.role, parts=self.parts, pinned=True)
+        if self.pinned:
+            return self
+        return Message(role=self.role, parts=self.parts, pinned=True, goal=self.goal)
+
+    def as_goal(self) -> Message:
+        """This user message, named the session's goal (`goal`)."""
+        if self.goal:
+            return self
+        return Message(role=self.role, parts=self.parts, pinned=self.pinned, goal=True)
 
     # -- views --------------------------------------------------------------------------------
 
@@ -322,6 +344,8 @@ def message_to_dict(message: Message) -> dict[str, Any]:
     out: dict[str, Any] = {"role": message.role, "parts": [_part_to_dict(p) for p in message.parts]}
     if message.pinned:
         out["pinned"] = True  # written only when set: unpinned messages keep their old form
+    if message.goal:
+        out["goal"] = True
     return out
 
 
@@ -398,11 +422,13 @@ def message_from_dict(obj: Any, *, index: int | None = None) -> Message:
         raw_parts = obj.get("parts")
         if type(raw_parts) is not list:
             raise _bad("parts", list, obj)
-        pinned = obj.get("pinned", False)
-        if type(pinned) is not bool:
-            raise MessageError("pinned must be a boolean", field="pinned")
+        flags = {}
+        for flag in ("pinned", "goal"):
+            flags[flag] = obj.get(flag, False)
+            if type(flags[flag]) is not bool:
+                raise MessageError(f"{flag} must be a boolean", field=flag)
         parts = _parts_from_list(raw_parts, "parts")
-        return Message(role=role, parts=parts, pinned=pinned)  # type: ignore[arg-type]
+        return Message(role=role, parts=parts, **flags)  # type: ignore[arg-type]
     except MessageError as exc:
         raise MessageError(exc.reason, index=index, field=exc.field) from None
 

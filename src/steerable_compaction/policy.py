@@ -13,6 +13,7 @@ catalogue) → window tier → model-family rule → explicit overrides (validat
 | `fold_first`                    | False                    | True                    |
 | `tail_token_ratio`              | 0.25                     | 0.25                    |
 | `keep_user_messages_ratio`      | 0.125                    | 0.125                   |
+| `head_token_ratio`              | 0.25                     | 0.25                    |
 | `summary_chain_ratio`           | 0 (off)                  | 0 (off)                 |
 | `retention_token_ratio`         | 0.3                      | 0.1                     |
 | `threshold_ratio`               | 0.8                      | 0.8                     |
@@ -44,6 +45,12 @@ at that share of the threshold (fewer messages, never fewer than the newest turn
 summary frees room even when the last messages are large; the fold horizon (R18) moves with it.
 `keep_user_messages_ratio` is the share of the threshold a summary keeps for the user's own
 messages from the span it replaces, verbatim, newest first (0 turns it off).
+`head_token_ratio` is the share of the threshold the opening may hold as the head: the system
+messages, the goal (the newest user message before the first assistant message, or the one a
+host named) and any user messages before it (a demonstration, say). An opening within it stays
+as it is; a larger one keeps only the system messages and the goal in the head, and the user
+messages before the goal are compacted like any others, oldest first (the newest of them stay
+while they fit the kept-messages budget).
 `summary_chain_ratio` is the share of the threshold the chain of earlier summaries (and the
 messages kept in front of them) may hold: each summary covers only what came after the previous
 one, and once the chain outgrows this share its oldest summaries are merged into one. 0 turns
@@ -186,6 +193,7 @@ class CompactionPolicy:
     fold_first: bool = _DESKTOP.fold_first
     tail_token_ratio: float = 0.25
     keep_user_messages_ratio: float = 0.125
+    head_token_ratio: float = 0.25
     summary_chain_ratio: float = 0.0
     retention_token_ratio: float = _DESKTOP.retention_token_ratio
     recompact_margin_ratio: float = 0.1
@@ -210,6 +218,7 @@ class CompactionPolicy:
         self._set_ratio("recompact_margin_ratio", "a float in [0, 1)", lambda r: 0 <= r < 1)
         self._set_ratio("tail_token_ratio", "a float in (0, 1]", lambda r: 0 < r <= 1)
         self._set_ratio("keep_user_messages_ratio", "a float in [0, 1)", lambda r: 0 <= r < 1)
+        self._set_ratio("head_token_ratio", "a float in [0, 1]", lambda r: 0 <= r <= 1)
         self._set_ratio("summary_chain_ratio", "a float in [0, 1]", lambda r: 0 <= r <= 1)
         self._set_ratio("retention_token_ratio", "a float in [0, 1)", lambda r: 0 <= r < 1)
         window = self.max_context_tokens
@@ -285,6 +294,11 @@ class CompactionPolicy:
     def user_message_tokens(self) -> int:
         """Budget for the user's messages a summary keeps verbatim (`keep_user_messages_ratio`)."""
         return _scaled(self.threshold_tokens, self.keep_user_messages_ratio)
+
+    @property
+    def head_tokens(self) -> int:
+        """The most the opening may hold and still stay whole as the head (`head_token_ratio`)."""
+        return _scaled(self.threshold_tokens, self.head_token_ratio)
 
     @property
     def summary_chain_tokens(self) -> int:

@@ -107,14 +107,24 @@ class SummaryWriter:
         self.timeout = timeout
 
     async def attempt(
-        self, plan: SummaryNeeded, messages: Sequence[Message], *, use_summarizer: bool = True
+        self,
+        plan: SummaryNeeded,
+        messages: Sequence[Message],
+        *,
+        use_summarizer: bool = True,
+        max_tokens: int | None = None,
     ) -> SummaryAttempt:
         """The summary text and who wrote it, or `text=None` and why not.
 
-        `use_summarizer=False` (the policy switched it off) goes straight to the excerpt.
+        `use_summarizer=False` (the policy switched it off) goes straight to the excerpt, as
+        does a plan whose summary request cannot fit the window (`plan.fits`). `max_tokens` is
+        the most the summary message may cost and still leave the next request inside the
+        window: a summary over it frees too little, and the excerpt, sized to fit, stands in.
         """
         failure: str | None = None
         room = plan.middle_tokens - plan.kept_tokens  # what the summary message must undercut
+        if max_tokens is not None:
+            room = min(room, max_tokens + 1)
         kept = len(plan.kept)
 
         def price(text: str) -> int:
@@ -123,7 +133,10 @@ class SummaryWriter:
             )
             return self.meter.estimate(message)
 
-        if self.summarizer is not None and use_summarizer:
+        if self.summarizer is not None and use_summarizer and not plan.fits:
+            failure = "no summary request of the span fits the window"
+            logger.warning("%s; writing the excerpt summary instead", failure)
+        elif self.summarizer is not None and use_summarizer:
             try:
                 text = await asyncio.wait_for(self.summarizer(plan.request), self.timeout)
             except Exception as exc:  # a failed summarizer must never lose the session
@@ -143,6 +156,9 @@ class SummaryWriter:
         middle_chars = sum(len(m.text) for m in plan.request.replay[plan.request.span[0] :])
         budget = max(400, min(12_000, middle_chars // 4))
         excerpt = excerpt_summary(messages, plan.request.span, max_chars=budget)
+        while price(excerpt) >= room and budget > 400:
+            budget = max(400, budget // 2)
+            excerpt = excerpt_summary(messages, plan.request.span, max_chars=budget)
         if price(excerpt) < room:
             return SummaryAttempt(text=excerpt, source="excerpt", failure=failure)
         why = "the excerpt summary would not shrink the span"
@@ -173,7 +189,7 @@ class SummaryWriter:
         if verdict.text is None:
             return None, f"summarizer's answer was refused: {verdict.reason}"
         if price(verdict.text) >= room:
-            return None, "summarizer's summary does not shrink the span"
+            return None, "summarizer's summary does not shrink the span enough"
         span = plan.request.span
         short = content_shortfall(
             verdict.text,
@@ -185,6 +201,45 @@ class SummaryWriter:
         if verdict.note:
             logger.info("summarizer's answer accepted: %s", verdict.note)
         return verdict.text, None
+
+    def retention_budget(
+        self,
+        messages: Sequence[Message],
+        seqs: Sequence[int],
+        span: tuple[int, int],
+        summary: str,
+        kept: frozenset[int],
+        *,
+        ceiling: int,
+        room: int | None = None,
+        calibration: float = 1.0,
+    ) -> int:
+        """The most the retention block of this summary may hold, in static-estimate tokens.
+
+        `ceiling` (the policy's `retention_tokens`) and `room` (what the summary left before
+        the compaction's target level) are in the session's billed units; `calibration` (billed
+        per estimated token) converts them, so every budget is priced in the same units. Never
+        more than half of what the summary message (wrapper included) leaves free, so the
+        rewrite still shrinks, nor more than a share of the span, so a small span does not come
+        back as a list; a block an earlier summary of the span carries is condensed already and
+        may come back whole: only the rest of the span is held to the share.
+        """
+        if ceiling <= 0 or (room is not None and room <= 0):
+            return 0
+        begin, end = span
+        span_tokens = carried = 0
+        for i in range(begin, end):
+            if i not in kept:
+                span_tokens += estimate_tokens(messages[i])
+                carried += estimate_tokens(carried_block(messages[i]))
+        wrapped = closing_message(summary.rstrip() + "\n\n", messages, seqs, span, kept)
+        free = span_tokens - estimate_tokens(wrapped)
+        share = (span_tokens - carried) // RETAINED_SPAN_DIVISOR + carried
+        static = max(calibration, 1e-6)
+        budget = min(int(ceiling / static), share, free // 2)
+        if room is not None:
+            budget = min(budget, int(room / static))
+        return max(budget, 0)
 
     def retention(
         self,
@@ -199,34 +254,18 @@ class SummaryWriter:
     ) -> Retention:
         """The retention check for a summary of `messages[span]`, within `budget_tokens`.
 
-        With the record's `entries`, the facts are read from the span's messages as appended
-        (`as_appended`), while the budget is priced on `messages`, the room the summary really
-        frees. Priced with the static estimator, not the usage-calibrated meter, so the block
-        depends only on the record and the policy (recovery rebuilds the same text).
+        `budget_tokens` is in static-estimate tokens (`retention_budget`). With the record's
+        `entries`, the facts are read from the span's messages as appended (`as_appended`).
+        Priced with the static estimator, not the usage-calibrated meter, so the block depends
+        only on the record (recovery rebuilds the same text).
         """
         if budget_tokens <= 0:  # the check is off: nothing to price or read
-            return Retention(found=0, kept=(), block="")
-        begin, end = span
-        span_tokens = carried = 0
-        for i in range(begin, end):
-            if i not in kept:
-                span_tokens += estimate_tokens(messages[i])
-                carried += estimate_tokens(carried_block(messages[i]))
-        # Never more than half of what the summary message (wrapper included) leaves free, so
-        # the rewrite still shrinks, nor more than a share of the span, so a small span does not
-        # come back as a list. A block an earlier summary of the span carries is condensed
-        # already and may come back whole: only the rest of the span is held to the share.
-        wrapped = closing_message(summary.rstrip() + "\n\n", messages, seqs, span, kept)
-        free = span_tokens - estimate_tokens(wrapped)
-        share = (span_tokens - carried) // RETAINED_SPAN_DIVISOR + carried
-        budget = min(budget_tokens, share, free // 2)
-        if budget <= 0:
             return Retention(found=0, kept=(), block="")
         return retention_check(
             messages if entries is None else as_appended(messages, seqs, span, entries),
             span,
             summary,
-            budget_tokens=budget,
+            budget_tokens=budget_tokens,
             estimate_text=estimate_tokens,
             seqs=seqs,
             skip=kept,

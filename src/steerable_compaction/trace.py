@@ -15,10 +15,11 @@ the provider received, in order) and checks what must hold in any run, live or s
 
 Without a policy the hysteresis check only asks that pressure rose above the previous post level
 (the margin and threshold are unknown). Micro-compactions are exempt from it and do not move the
-post level, as in the engine. A fold-only boundary written right after a bracket's start, at the
-same pressure (the engine folds when no summary could be written), is the same compaction: it
-is not gated again; nor is a bracket started right after a boundary at exactly that boundary's
-post level (the engine merging its summary chain right after a summary, in the same step). The
+post level, as in the engine. A fold-only boundary written right after a bracket's start (or its
+abandon), at the same pressure (the engine folds when no summary could be written), is the same
+compaction: it is not gated again; nor is a bracket or a fold started right after a boundary at
+exactly that boundary's post level (the engine merging its summary chain right after a summary,
+or compacting further in the same step because the request would not fit the window). The
 report lists every violation; `strict=True` (or
 `report.raise_if_violated()`) raises `TraceAssertionError` instead.
 """
@@ -34,7 +35,7 @@ from .errors import CompactionError
 from .messages import Message, TextPart
 from .policy import CompactionPolicy
 from .providers.base import CompletionRequest
-from .record import CompactionBoundary, CompactionStart, Entry, Record
+from .record import CompactionAbandoned, CompactionBoundary, CompactionStart, Entry, Record
 
 __all__ = [
     "TraceAssertionError",
@@ -156,6 +157,8 @@ def _check_record(
     previous: object = None  # the entry before this one
     for entry in entries:
         event = entry.event
+        if isinstance(event, CompactionAbandoned):
+            continue  # a bracket given up: what follows it continues the same compaction
         again = _same_compaction(previous, event)
         previous = event
         if isinstance(event, CompactionStart):
@@ -190,7 +193,9 @@ def _same_compaction(previous: object, event: object) -> bool:
     if isinstance(previous, CompactionStart) and isinstance(event, CompactionBoundary):
         same = (previous.trigger, previous.pre_tokens) == (event.trigger, event.pre_tokens)
         return event.compaction_id is None and same
-    if isinstance(previous, CompactionBoundary) and isinstance(event, CompactionStart):
+    if isinstance(previous, CompactionBoundary) and isinstance(
+        event, CompactionStart | CompactionBoundary
+    ):
         return (previous.trigger, previous.post_tokens) == (event.trigger, event.pre_tokens)
     return False
 

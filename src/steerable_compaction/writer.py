@@ -100,9 +100,28 @@ class CompactionWriter:
         )
         return cid
 
-    def summary(self, cid: str, text: str, source: SummarySource = "summarizer") -> None:
-        """Write the paid-for summary of bracket `cid` (what recovery reuses, R38)."""
-        self.record.append(CompactionSummary(compaction_id=cid, summary=text, source=source))
+    def summary(
+        self,
+        cid: str,
+        text: str,
+        source: SummarySource = "summarizer",
+        *,
+        retention_budget: int | None = None,
+        refused: str | None = None,
+    ) -> None:
+        """Write the paid-for summary of bracket `cid` (what recovery reuses, R38).
+
+        `retention_budget` and `refused` go on the event as they are (`CompactionSummary`).
+        """
+        self.record.append(
+            CompactionSummary(
+                compaction_id=cid,
+                summary=text,
+                source=source,
+                retention_budget=retention_budget,
+                refused=refused,
+            )
+        )
 
     def abandon(self, cid: str, reason: str) -> None:
         """Close bracket `cid` without a rewrite: its span stays as it is (`reason` says why)."""

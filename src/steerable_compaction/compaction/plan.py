@@ -27,7 +27,15 @@ from typing import Literal, Protocol, TypeAlias
 
 from ..messages import Message
 from .prune import PruneResult, prune
-from .regions import Regions, newest_turn, pinned_indices, select_regions, summary_indices
+from .regions import (
+    _UNSET,
+    Regions,
+    call_sites,
+    newest_turn,
+    pinned_indices,
+    select_regions,
+    summary_indices,
+)
 from .summary import (
     INCREMENTAL_INSTRUCTION,
     MERGE_INSTRUCTION,
@@ -95,6 +103,26 @@ class PlanSettings(Protocol):
     def keep_last_images(self) -> int:
         """Newest images never offloaded."""
 
+    @property
+    def head_tokens(self) -> int:
+        """The most the opening may hold and stay whole as the head."""
+
+    @property
+    def max_context_tokens(self) -> int:
+        """The context window: a summary request and its output must fit it."""
+
+    @property
+    def limit_tokens(self) -> int:
+        """The most a request may carry: the window less the output room it keeps."""
+
+    @property
+    def effective_reserved_output_tokens(self) -> int:
+        """The output room a request keeps: the most a summary may be asked to write."""
+
+    @property
+    def effective_headroom_tokens(self) -> int:
+        """Room kept free for the estimate's error (R11): a summary request keeps it too."""
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FoldRewrite:
@@ -116,7 +144,8 @@ class SummaryNeeded:
     the user's own); `kept_tokens` is their estimate, part of `middle_tokens` (the span's).
     `fold_enough` says the pressure path's fold alone would have freed enough (it summarizes
     because the fold does not come first): the fallback if the summarizer fails. `merge` marks
-    a merge of the chain's oldest summaries (`plan_merge`).
+    a merge of the chain's oldest summaries (`plan_merge`). `fits` is false when no summary
+    request of the span fits the window: the excerpt stands in.
     """
 
     request: SummaryRequest
@@ -129,6 +158,7 @@ class SummaryNeeded:
     kept_users_only: bool = True
     fold_enough: bool = False
     merge: bool = False
+    fits: bool = True
 
     @property
     def replaced(self) -> int:
@@ -159,6 +189,8 @@ def plan_compaction(
     rounds: Sequence[int] | None = None,
     replay_images: bool = False,
     summarizer: bool = True,
+    goal: int | None = _UNSET,
+    squeeze: int = 0,
 ) -> Plan:
     """Plan one compaction of `messages` at `pressure` tokens.
 
@@ -168,18 +200,27 @@ def plan_compaction(
     whenever there is a span to summarize; `"fold_only"` (micro-compaction, R14) never
     summarizes. When nothing came after the chain, an oversized chain is merged (`plan_merge`).
     `seqs` and `rounds` give each message's record seq and round for fold markers and image
-    pointers.
+    pointers. `goal` is the goal's index (default: `regions.opening_goal`).
+
+    `squeeze` is the escalation a request that would not fit asks for, cheapest loss first:
+    1 keeps no user message of the span verbatim (pinned ones, the goal and system messages
+    stay), 2 also cuts the tail to the newest turn.
     """
+    keep_last, tail_cap = policy.keep_last_messages, policy.max_tail_tokens
+    if squeeze >= 2:
+        keep_last, tail_cap = 1, 1  # the tail is the newest turn alone (R23)
     regions = select_regions(
         messages,
-        policy.keep_last_messages,
-        max_tail_tokens=policy.max_tail_tokens,
+        keep_last,
+        max_tail_tokens=tail_cap,
         estimate=estimate,
+        goal=goal,
+        head_tokens=policy.head_tokens,
     )
     chain = policy.summary_chain_tokens > 0
     if not chain:  # every summary replaces the whole middle, earlier summaries included
         regions = replace(regions, chain_end=regions.head_end)
-    pinned = pinned_indices(messages)
+    pinned = pinned_indices(messages, goal)
 
     def run_prune(start: int, horizon: int, protect: frozenset[int]) -> PruneResult:
         return prune(
@@ -213,7 +254,7 @@ def plan_compaction(
         # trips the rapid-refill breaker: it must leave the hysteresis margin free (R17, R31).
         enough = post_fold < policy.threshold_tokens - policy.recompact_margin_tokens
         fold_enough = folded.changed and enough and mode == "normal"
-        if fold_enough and (policy.fold_first or not summarizer):
+        if fold_enough and (policy.fold_first or not summarizer) and not squeeze:
             return FoldRewrite(
                 action="compact",
                 prune=folded,
@@ -235,6 +276,7 @@ def plan_compaction(
             fold_enough=fold_enough,
             rounds=rounds,
             replay_images=replay_images,
+            user_budget=0 if squeeze >= 1 else policy.user_message_tokens,
         )
     merge = (
         None
@@ -248,6 +290,7 @@ def plan_compaction(
             replay_images=replay_images,
             regions=regions,
             force=True,
+            goal=goal,
         )
     )
     if merge is not None:
@@ -280,6 +323,7 @@ def plan_merge(
     replay_images: bool = False,
     regions: Regions | None = None,
     force: bool = False,
+    goal: int | None = _UNSET,
 ) -> SummaryNeeded | None:
     """Plan merging the chain's oldest summaries into one, or `None` when there is no need.
 
@@ -299,6 +343,8 @@ def plan_merge(
             policy.keep_last_messages,
             max_tail_tokens=policy.max_tail_tokens,
             estimate=estimate,
+            goal=goal,
+            head_tokens=policy.head_tokens,
         )
     # The whole chain, wherever the tail starts: right after a compaction the tail of a short
     # projection may reach back over the newest summaries.
@@ -326,13 +372,14 @@ def plan_merge(
         span,
         instruction=MERGE_INSTRUCTION,
         estimate=estimate,
-        pinned=pinned_indices(messages),
+        pinned=pinned_indices(messages, goal),
         pressure=pressure,
         fold=empty,
         fold_enough=False,
         rounds=rounds,
         replay_images=replay_images,
         merge=True,
+        user_budget=policy.user_message_tokens,
     )
 
 
@@ -350,25 +397,54 @@ def _summary_plan(
     fold_enough: bool,
     rounds: Sequence[int] | None,
     replay_images: bool,
+    user_budget: int,
     merge: bool = False,
 ) -> SummaryNeeded:
     """A summary of `messages[span]` with `instruction`, keeping pinned and user messages.
 
-    A merge asks for at most a quarter of the chain's budget, so the chain has room to grow
-    again before the next merge (merging at every compaction would re-summarize as often as a
-    chain-less engine does).
+    The request must fit the window, less the headroom kept for the estimate's error, with
+    room for the summary (R13's failure, learned only from the provider, is avoided): when the
+    replay, the instruction and the least useful summary (`MIN_SUMMARY_TOKENS`) do not fit, the
+    span ends earlier, at the last place that splits no tool call from its results, and the
+    rest stays after the summary for a later compaction (a piece of the span, summarized
+    warm). The summarizer is asked for no more than the room left, the policy's output
+    reserve, and (for a merge) a quarter of the chain's budget. `fits` is false when not even
+    the first message of the span fits.
     """
     start, end = span
-    prices = [estimate(m) for m in messages[start:end]]
+    window = policy.max_context_tokens - policy.effective_headroom_tokens
+    ask = estimate(Message.user(instruction))
+    # The request is the projection's first messages plus the instruction, priced two ways,
+    # the larger kept: the pressure (billed: tool schemas and framing count) less what comes
+    # after the replay, which errs low when the estimate of that rest errs high; and the
+    # estimate of the replay itself, which misses the framing.
+    after = [estimate(m) for m in messages[start:]]
+    before = sum(estimate(m) for m in messages[:start])
+    fits = True
+
+    def request_tokens(cut: int) -> int:
+        billed = pressure - sum(after[cut - start :])
+        return max(billed, before + sum(after[: cut - start])) + ask
+
+    while end > start and request_tokens(end) + MIN_SUMMARY_TOKENS > window:
+        end = _clean_cut(messages, start, end - 1)
+    if end <= start:
+        end, fits = span[1], False  # the excerpt stands in: no summarizer request can fit
+    span = (start, end)
+    room = window - request_tokens(end)
+    cap = min(max(room, 1), max(policy.effective_reserved_output_tokens, MIN_SUMMARY_TOKENS))
+    if merge:
+        cap = min(cap, max(policy.summary_chain_tokens // 4, 1))
+    prices = after[: end - start]
     request = build_summary_request(
         messages,
         span,
         replay_images=replay_images,
         rounds=rounds,
         instruction=instruction,
-        max_output_tokens=max(policy.summary_chain_tokens // 4, 1) if merge else None,
+        max_output_tokens=cap,
     )
-    kept = kept_messages(messages, span, policy.user_message_tokens, prices, pinned)
+    kept = kept_messages(messages, span, user_budget, prices, pinned)
     return SummaryNeeded(
         request=request,
         regions=regions,
@@ -380,4 +456,25 @@ def _summary_plan(
         kept_users_only=all(messages[i].role == "user" for i in kept),
         fold_enough=fold_enough,
         merge=merge,
+        fits=fits,
     )
+
+
+MIN_SUMMARY_TOKENS = 64
+"""The least output a summary request keeps room for; below it the span is cut (or excerpted)."""
+
+
+def _clean_cut(messages: Sequence[Message], start: int, end: int) -> int:
+    """The largest cut `<= end` (and `> start`, else `start`) that splits no call from a result.
+
+    `messages[cut]` must not answer a call issued in `[start, cut)`: the piece before the cut
+    then holds whole tool rounds only (R22).
+    """
+    sites = call_sites(messages)
+    cut = end
+    while cut > start:
+        result = messages[cut].tool_result if cut < len(messages) else None
+        if result is None or sites.get(result.call_id, (start - 1,))[0] < start:
+            return cut
+        cut -= 1
+    return start

@@ -20,9 +20,11 @@ from .provenance import history_ref
 from .regions import call_sites
 
 __all__ = [
+    "FOLDED_TEXT_PREFIX",
     "FOLD_PREFIX",
     "OFFLOAD_PREFIX",
     "PruneResult",
+    "fold_largest",
     "fold_marker",
     "image_pointer",
     "is_folded",
@@ -228,5 +230,76 @@ def prune(
         messages=tuple(out),
         folded=folded,
         offloaded=offloaded,
+        saved_tokens=saved,
+    )
+
+
+FOLDED_TEXT_PREFIX = "[folded message: "
+
+
+def _folded_text(message: Message, seq: int | None, excerpt_chars: int) -> Message:
+    """A user message cut to a marker keeping `excerpt_chars` of head and tail (no images)."""
+    text = message.text
+    where = f" {history_ref(seq)}" if seq is not None else ""
+    header = f"{FOLDED_TEXT_PREFIX}{len(text):,} chars; the full text is in the record]{where}"
+    head = (excerpt_chars + 1) // 2
+    tail = excerpt_chars - head
+    excerpt = (
+        text if len(text) <= excerpt_chars else f"{text[:head]}\n…\n{text[-tail:] if tail else ''}"
+    )
+    return Message(
+        role=message.role,
+        parts=(TextPart(text=f"{header}\n{excerpt}"),),
+        pinned=message.pinned,
+        goal=message.goal,
+    )
+
+
+def fold_largest(
+    messages: Sequence[Message],
+    *,
+    candidates: Collection[int],
+    need: int,
+    excerpt_chars: int,
+    estimate: Callable[[Message], int],
+    seqs: Sequence[int] | None = None,
+) -> PruneResult:
+    """Fold the largest of `candidates` first until `need` tokens are freed (or none is left).
+
+    The last resort when a request would not fit the window (lossy beats stuck): tool results
+    become fold markers, user messages a `[folded message: …]` marker with their head and
+    tail; the record keeps every original. Messages that would not shrink are skipped.
+    """
+    folding = _Folding(
+        names={cid: call.name for cid, (_, call) in call_sites(messages).items()},
+        seqs=seqs,
+        excerpt_chars=excerpt_chars,
+        estimate=estimate,
+    )
+    out = list(messages)
+    edits: list[Edit] = []
+    saved = 0
+    for i in sorted(candidates, key=lambda i: (-estimate(messages[i]), i)):
+        if saved >= need:
+            break
+        message = messages[i]
+        if message.tool_result is not None:
+            new = folding.fold(message, i)
+        elif message.role == "user" and message.text.strip():
+            new = _folded_text(message, seqs[i] if seqs is not None else None, excerpt_chars)
+        else:
+            continue
+        gain = estimate(message) - estimate(new)
+        if new is message or gain <= 0:
+            continue
+        saved += gain
+        out[i] = new
+        edits.append(Edit(index=i, message=new))
+    edits.sort(key=lambda e: e.index)
+    return PruneResult(
+        edits=tuple(edits),
+        messages=tuple(out),
+        folded=len(edits),
+        offloaded=0,
         saved_tokens=saved,
     )

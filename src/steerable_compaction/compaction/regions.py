@@ -2,10 +2,14 @@
 
 A transcript splits into three regions:
 
-- **head** `[0, head_end)`: the leading system messages and the first user message (the goal),
-  when nothing else stands between them. When a restored log puts tool rounds before the goal,
-  the head is the system messages alone: those rounds are compactable, and the goal, pinned by
-  default, is kept in every replacement instead (R21).
+- **head** `[0, head_end)`: the leading system messages, then the opening's user messages up to
+  and including the goal, while they fit the head budget. The *goal* is the task: a user
+  message a host named (`Message.goal`), else the newest user message of the opening (the
+  messages before the first assistant message), so a demonstration sent before the task is
+  never taken for it. When user messages before the goal do not fit the budget, or a restored
+  log puts tool rounds before the goal, the head is the system messages alone: what stands
+  before the goal is compactable, oldest first, and the goal is kept verbatim in every
+  replacement instead (R21). Every system message, wherever it stands, is kept verbatim too.
 - **chain** `[head_end, chain_end)`: what earlier compactions left, up to and including the
   newest summary: summaries in order, with the messages each one kept in front of it. A new
   summary covers only what came after the chain (an incremental chain: earlier summaries are not
@@ -44,6 +48,7 @@ __all__ = [
     "is_summary",
     "newest_turn",
     "no_result_message",
+    "opening_goal",
     "orphan_note",
     "pair_issues",
     "pinned_indices",
@@ -138,11 +143,31 @@ def is_summary(message: Message) -> bool:
 
 
 def goal_index(messages: Sequence[Message]) -> int | None:
-    """Index of the goal: the first user message in the user's own words (R21)."""
+    """Index of the goal as `messages` alone tell it (`opening_goal`); see the module docstring."""
+    return opening_goal(messages)
+
+
+def opening_goal(messages: Sequence[Message]) -> int | None:
+    """The goal of `messages` (R21): the task, not a demonstration sent before it.
+
+    The newest user message named the goal (`Message.goal`), else the newest user message in
+    the user's own words before the first assistant message and before the first summary,
+    else the first one anywhere. A transcript that was compacted already may hold kept user
+    messages before its first summary; a caller that knows the record passes the goal it found
+    there instead (`CompactionHooks` does).
+    """
+    named = [i for i, m in enumerate(messages) if m.goal and m.role == "user"]
+    if named:
+        return named[-1]
+    newest = None
     for i, message in enumerate(messages):
+        if message.role == "assistant" or is_summary(message):
+            break
         if is_goal_candidate(message):
-            return i
-    return None
+            newest = i
+    if newest is not None:
+        return newest
+    return next((i for i, m in enumerate(messages) if is_goal_candidate(m)), None)
 
 
 def summary_indices(messages: Sequence[Message], start: int, end: int) -> list[int]:
@@ -150,15 +175,20 @@ def summary_indices(messages: Sequence[Message], start: int, end: int) -> list[i
     return [i for i in range(start, end) if is_summary(messages[i])]
 
 
-def pinned_indices(messages: Sequence[Message]) -> frozenset[int]:
-    """Messages no fold or summary may touch: pinned ones and the goal, with their tool pairs.
+_UNSET = -1
 
-    A pinned assistant message keeps the results answering its calls, and a pinned result keeps
+
+def pinned_indices(messages: Sequence[Message], goal: int | None = _UNSET) -> frozenset[int]:
+    """Messages no fold or summary may touch, with their tool pairs.
+
+    Pinned ones, every system message (R21) and the goal (`goal`, default `opening_goal`). A
+    pinned assistant message keeps the results answering its calls, and a pinned result keeps
     the message that called it (and so that message's other results): keeping one half of a
     pair alone would leave an orphan for the repair to turn into something else.
     """
-    goal = goal_index(messages)
-    keep = {i for i, m in enumerate(messages) if m.pinned}
+    if goal == _UNSET:
+        goal = opening_goal(messages)
+    keep = {i for i, m in enumerate(messages) if m.pinned or m.role == "system"}
     if goal is not None:
         keep.add(goal)
     if not any(messages[i].role in ("assistant", "tool") for i in keep):
@@ -188,20 +218,35 @@ def select_regions(
     *,
     max_tail_tokens: int | None = None,
     estimate: Callable[[Message], int] | None = None,
+    goal: int | None = _UNSET,
+    head_tokens: int | None = None,
 ) -> Regions:
     """Split `messages` into head, middle and tail (see the module docstring).
 
     With `max_tail_tokens` (and the `estimate` to price messages), the tail is the longest one
     of at most `keep_last_messages` that fits the cap, or the shortest one when none does.
+    `goal` is the goal's index (default: `opening_goal`); with `head_tokens` (and `estimate`)
+    the user messages before the goal stay in the head only while the head fits it.
     """
-    if (max_tail_tokens is None) != (estimate is None):
-        raise ValueError("max_tail_tokens and estimate go together")
+    if max_tail_tokens is not None and estimate is None:
+        raise ValueError("max_tail_tokens needs estimate")
+    if head_tokens is not None and estimate is None:
+        raise ValueError("head_tokens needs estimate")
     n = len(messages)
     head_end = 0
     while head_end < n and messages[head_end].role == "system":
         head_end += 1
-    if head_end < n and head_end == goal_index(messages):
-        head_end += 1  # the goal right after the system messages: the usual head
+    if goal == _UNSET:
+        goal = opening_goal(messages)
+    if goal is not None and head_end <= goal < n:
+        before = messages[head_end:goal]
+        if all(is_goal_candidate(m) for m in before) and (
+            not before
+            or head_tokens is None
+            or estimate is None
+            or sum(estimate(m) for m in messages[: goal + 1]) <= head_tokens
+        ):
+            head_end = goal + 1  # the opening, the goal last: the usual head
     sites = call_sites(messages)
     keep = max(keep_last_messages, 1)
     regions = _with_tail(messages, head_end, keep, sites)

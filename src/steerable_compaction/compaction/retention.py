@@ -1,21 +1,21 @@
 """The retention check: salient facts of a span that its summary lacks, kept beside it.
 
-A summarizer is lossy. After each summary the engine reads the span it replaces (each message
-as the record holds it, so a fold that came first hides nothing), finds the *atoms* there
-(identifiers, handles and e-mail addresses, paths, URLs, numbers of three digits or more, error
-and exception names, quoted strings, and `key: value` / `key = value` facts) in user and tool
-messages, drops those the summary already holds, and keeps the most salient under
-`RETAINED_HEADING`, each as the clause it was stated in with a `[history seq N]` reference to the
-original, within a token budget. No LLM is called: the same span and summary always give the
-same block.
+A summarizer is lossy. After each summary the engine reads the span it replaces (each message as the
+record holds it, so a fold that came first hides nothing), finds the *atoms* there (identifiers,
+handles and e-mail addresses, paths, URLs, numbers of three digits or more, error and exception
+names, quoted strings, and `key: value` / `key = value` facts) in user, tool and assistant messages
+(the agent's findings: values it stated, its conclusions and decisions), drops those the summary
+already holds, and keeps the most salient under `RETAINED_HEADING`, each as the clause it was stated
+in with a `[history seq N]` reference to the original, within a token budget. No LLM is called: the
+same span and summary always give the same block.
 
 Salience is generic: an error name or a stated fact beats a bare number; a statement (a clause
 with words around its value) beats a data row; source code is worth little (it can be read
 again from its file; comments are prose and count in full), and a clause dense with brackets,
 quotes and operators (minified code, escaped JSON) is not a statement; a clause whose shape
 repeats (log lines, table rows, a file's function signatures) is worth little; the user's words
-count more than tool output (a user message that is mostly code or a listing is tool output);
-newer beats older.
+count more than tool output, the agent's own conclusions in between (a user message that is
+mostly code or a listing is tool output); newer beats older.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ _KIND_WEIGHT: dict[AtomKind, float] = {
     "number": 1.5,
     "identifier": 1.0,
 }
-_ROLE_WEIGHT = {"user": 1.5, "summary": 1.2, "tool": 1.0}
+_ROLE_WEIGHT = {"user": 1.5, "summary": 1.2, "agent": 1.2, "tool": 1.0}
 
 _URL = re.compile(r"https?://[^\s<>()\"'`]+[^\s<>()\"'`.,;:!?]")
 _PATH = re.compile(r"(?<![\w/.:-])(?:[~.]?/)?(?:[\w.-]+/)+[\w.-]+\.\w{1,8}\b")
@@ -191,7 +191,9 @@ def _speaker(message: Message) -> str | None:
         if is_summary(message):
             return "summary"
         return "tool" if _is_output(message.text) else "user"
-    return None  # the agent's own words and system text are not checked
+    if message.role == "assistant":
+        return "agent"  # its findings: values it stated, conclusions, decisions
+    return None  # system text stays verbatim anyway
 
 
 _OUTPUT_MIN_LINES = 4
@@ -239,7 +241,7 @@ class _Clause:
 def _clauses(
     messages: Sequence[Message], span: tuple[int, int], skip: frozenset[int]
 ) -> list[_Clause]:
-    """Every clause of the user and tool messages of `messages[span]` (not `skip`)."""
+    """Every clause of the user, tool and assistant messages of `messages[span]` (not `skip`)."""
     out: list[_Clause] = []
     for i in range(*span):
         speaker = None if i in skip else _speaker(messages[i])

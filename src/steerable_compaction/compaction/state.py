@@ -2,38 +2,47 @@
 
 ```
 pre_step (round N)
- ├─ manual requested? ── yes ─► compact (aggressive) ─► reset both breaker counters   (R15)
+ ├─ manual requested? ── yes ─► compact ─► reset both breaker counters, close the circuit (R15)
  ├─ micro interval hit? ─ yes ─► fold old results, action=micro_compact               (R14)
- └─ pressure ≥ threshold?
-      ├─ no ─► both breaker counters reset (the circuit stays as it is), continue      (R16)
-      └─ yes ─► circuit open? ─ yes ─► continue
-                  └─ no ─► pressure ≥ last post level + margin? ─ no ─► continue      (R31)
-                              └─ yes ─► fold or summarize (plan_compaction)           (R17, R20)
-                                         ├─ post ≥ threshold ─► failures += 1 ─► 3 in a row:
-                                         │                       circuit_open(consecutive_failures)
-                                         └─ post < threshold ─► refill within 3 rounds? ─► 3 in a
-                                                                row: circuit_open(rapid_refill)
+ ├─ pressure ≥ threshold?
+ │    ├─ no ─► both breaker counters reset (the circuit stays as it is), continue      (R16)
+ │    └─ yes ─► next request over the limit? ─ yes ─► compact                  (gate `limit`)
+ │               └─ no ─► circuit open? ─ yes ─► continue                              (R32, R33)
+ │                         └─ no ─► pressure ≥ last post level + margin? ─ no ─► continue (R31)
+ │                                   └─ yes ─► fold or summarize (plan_compaction)   (R17, R20)
+ │                                              ├─ nothing compactable ─► no change at all
+ │                                              ├─ post ≥ threshold ─► failures += 1 ─► 3 in a
+ │                                              │                      row: circuit_open(
+ │                                              │                      consecutive_failures)
+ │                                              └─ post < threshold ─► refill within 3 rounds?
+ │                                                 ─► 3 in a row: circuit_open(rapid_refill)
+ └─ still over the limit? ─► escalate, cheapest loss first; nothing left ─► RequestTooLargeError
 on_request_error(context overflow) ─► retries this turn ≤ max? ─ no ─► loud failure    (R13)
-                                       └─ yes ─► compact (aggressive), retry; circuit ignored
+                                       └─ yes ─► compact, retry; circuit ignored
 ```
 A refill is measured from the last *successful* compaction.
+
+**One rule for an open circuit, whichever breaker opened it.** The pressure path no longer
+compacts at the threshold; it compacts only when the next request would not fit: the estimate
+is over `limit_tokens`, the window less the output reserve (gate `limit`). Such a request
+could only fail and come back through the overflow path, so the engine never sends it: it
+compacts first, whatever the breakers, the hysteresis or a cooldown say, and escalates if that
+is not enough. The thrashing reminder says exactly this, and stays visible to the model while
+the rapid-refill circuit is open. Breaker counters never exceed their limits.
 
 How R16 and R33 combine: a round below the threshold resets the failure count at once, but the
 refill count only once the refill window has passed since the last successful compaction (right
 after a compaction, pressure is below the threshold by design: that is not a sign of health, and
 resetting there would keep the rapid-refill breaker from ever tripping).
 
-While the rapid-refill circuit is open the pressure path still compacts once a request would
-not fit the window (`limit_tokens`, gate `limit`): sending it would only fail and come back
-through the overflow path, spending a request and one of the turn's retries (R13). The failure
-circuit (R32) stays shut: those compactions did not free enough.
-
 When an open circuit closes: at a manual compaction (R15), or after `close_after_rounds(...)`
 rounds in a row below the threshold (the window times the refills that open it: 9 by default),
 which a thrashing session never reaches.
 
-Everything the engine decides from lives in `EngineState`, including a pending manual request and
-whether the last summarizer call failed (planning then tries a fold first).
+A compaction that finds nothing compactable changes no state: it is neither a failure nor the
+hysteresis baseline. Everything the engine decides from lives in `EngineState`, including a
+pending manual request and whether the last summarizer call failed (while the failure circuit
+is open, compactions at the limit then use the excerpt instead of asking again).
 """
 
 from __future__ import annotations
@@ -47,6 +56,7 @@ from .regions import REMINDER_TAG
 
 __all__ = [
     "THRASHING_REASON",
+    "THRASHING_TEXT",
     "BreakerSettings",
     "CircuitReason",
     "EngineState",
@@ -110,8 +120,8 @@ class EngineState:
     """Everything the engine decides from between steps: counters, last compaction, circuit.
 
     `manual_requested` is a compaction the host asked for (R15), run at the next `pre_step`;
-    `summarizer_failed` says the last summarizer call failed, so planning puts a fold first until
-    only a summary will do; `healthy_rounds` counts rounds in a row below the threshold;
+    `summarizer_failed` says the last summarizer call failed (see the module docstring);
+    `healthy_rounds` counts rounds in a row below the threshold;
     `probable_tried` is the (turn, round) whose unrecognized error was last tried as a probable
     overflow (once per request).
     """
@@ -163,12 +173,10 @@ def pressure_gate(state: EngineState, settings: BreakerSettings, pressure: int) 
     """Decide the pressure path for this round (R12, R16, R31, R32, R33)."""
     if pressure < settings.threshold_tokens:
         return "below_threshold"
+    if pressure > settings.limit_tokens:
+        return "limit"  # never sent over the window, whatever the breakers and the hysteresis
     if state.circuit_open:
-        # A thrashing session's compactions work, they just come too often: the open circuit
-        # stops them at the threshold, not at the window's edge, where a request could only
-        # fail and come back through the overflow path. Ineffective ones (R32) stay stopped.
-        at_limit = state.circuit == "rapid_refill" and pressure >= settings.limit_tokens
-        return "limit" if at_limit else "circuit_open"
+        return "circuit_open"
     if (
         state.last_post_tokens is not None
         and pressure < state.last_post_tokens + settings.recompact_margin_tokens
@@ -217,7 +225,7 @@ def after_pressure_compaction(
     """
     base = replace(state, last_compaction_round=state.round, last_post_tokens=post_tokens)
     if not effective or post_tokens >= settings.threshold_tokens:
-        failures = state.consecutive_failures + 1
+        failures = min(state.consecutive_failures + 1, settings.max_consecutive_failures)
         opened = failures >= settings.max_consecutive_failures
         return replace(
             base,
@@ -228,7 +236,7 @@ def after_pressure_compaction(
         state.last_success_round is not None
         and state.round - state.last_success_round <= settings.rapid_refill_window_rounds
     )
-    refills = state.rapid_refills + 1 if refill else 0
+    refills = min(state.rapid_refills + 1, settings.max_rapid_refills) if refill else 0
     opened = refills >= settings.max_rapid_refills
     return replace(
         base,
@@ -261,21 +269,24 @@ def take_overflow_retry(state: EngineState, settings: BreakerSettings) -> Engine
 
 
 def after_summary_attempt(state: EngineState, *, failed: bool) -> EngineState:
-    """Remember whether the summarizer's last call failed (planning folds first meanwhile)."""
+    """Remember whether the summarizer's last call failed (see the module docstring)."""
     return replace(state, summarizer_failed=failed)
 
 
 THRASHING_REASON = "compaction_thrashing"
+THRASHING_TEXT = "Context compaction is thrashing:"
 
 
 def compaction_thrashing_reminder(refills: int, window: int) -> Reminder:
     """The `CompactionThrashingReminder` (R33): a notice for the model and the host."""
     text = (
         f"{REMINDER_TAG}\n"
-        f"Context compaction is thrashing: the context filled up again within {window} rounds "
-        f"of the previous compaction, {refills} times in a row, so automatic compaction is "
-        "paused. Work in smaller steps: read only what you need, prefer targeted searches to "
-        "whole files, and write down findings instead of re-reading.\n"
+        f"{THRASHING_TEXT} the context filled up again within {window} rounds of the previous "
+        f"compaction, {refills} times in a row. Until it settles, the context is compacted only "
+        "when the next request would not fit the window, no longer at the usual threshold, so "
+        "older messages may disappear with little warning. Work in smaller steps: read only "
+        "what you need, prefer targeted searches to whole files, and write down findings "
+        "instead of re-reading.\n"
         "</system-reminder>"
     )
     return Reminder(reason=THRASHING_REASON, message=Message.user(text))

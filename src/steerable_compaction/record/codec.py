@@ -95,6 +95,10 @@ def _event_fields(event: Event) -> dict[str, Any]:
             out = {"compaction_id": event.compaction_id, "summary": event.summary}
             if event.source != "summarizer":
                 out["source"] = event.source
+            if event.retention_budget is not None:
+                out["retention_budget"] = event.retention_budget
+            if event.refused is not None:
+                out["refused"] = event.refused
             return out
         case CompactionBoundary():
             boundary: dict[str, Any] = {
@@ -215,6 +219,8 @@ def _decode_summary(f: _Fields) -> Event:
         compaction_id=f.get("compaction_id", str),
         summary=f.get("summary", str),
         source=f.get("source", str, "summarizer"),
+        retention_budget=f.get("retention_budget", int, None),
+        refused=f.get("refused", str, None),
     )
 
 

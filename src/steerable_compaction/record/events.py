@@ -152,17 +152,29 @@ SummarySource: TypeAlias = Literal["summarizer", "excerpt"]
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CompactionSummary:
-    """The summary a bracket paid for, recorded before the bracket closes (reused on recovery)."""
+    """The summary a bracket paid for, recorded before the bracket closes (reused on recovery).
+
+    `retention_budget` is the most the retention check may add, in the static estimate's
+    tokens, decided when the summary arrived (from the room the summary left), so recovery
+    writes the same block; `None` (older records): derived from the policy as it was then.
+    `refused` says why the summarizer's own answer was not used, when the excerpt stands in.
+    """
 
     compaction_id: str
     summary: str
     source: SummarySource = "summarizer"
+    retention_budget: int | None = None
+    refused: str | None = None
     kind: Literal["compaction_summary"] = "compaction_summary"
 
     def __post_init__(self) -> None:
         if not self.compaction_id:
             raise RecordError("compaction_id must be a non-empty string")
         _check_choice("source", self.source, frozenset(get_args(SummarySource)))
+        if self.retention_budget is not None:
+            _check_tokens(retention_budget=self.retention_budget)
+        if self.refused is not None and not isinstance(self.refused, str):
+            raise RecordError(f"refused must be a string or None, got {self.refused!r}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -21,7 +21,7 @@ __all__ = ["ENABLED", "message_entry"]
 _new = object.__new__
 _CLASSES = (Message, TextPart, ToolCall, ToolResult, MessageAppended, Entry)
 _FIELDS = [
-    ["role", "parts", "pinned"],
+    ["role", "parts", "pinned", "goal"],
     ["text", "type"],
     ["id", "name", "arguments", "type"],
     ["call_id", "content", "is_error", "type"],
@@ -43,7 +43,7 @@ def _setters(cls: type, *names: str) -> tuple[Any, ...]:
     return tuple(cls.__dict__[name].__set__ if ENABLED else None for name in names)
 
 
-_ROLE, _PARTS, _PINNED = _setters(Message, "role", "parts", "pinned")
+_ROLE, _PARTS, _PINNED, _GOAL = _setters(Message, "role", "parts", "pinned", "goal")
 _TEXT, _TEXT_TYPE = _setters(TextPart, "text", "type")
 _CALL_ID, _CALL_NAME, _CALL_ARGUMENTS, _CALL_TYPE = _setters(
     ToolCall, "id", "name", "arguments", "type"
@@ -142,6 +142,7 @@ def message_entry(obj: Any, max_version: int) -> Entry | None:
     _ROLE(out, role)
     _PARTS(out, parts)
     _PINNED(out, False)  # a pinned message has a third key: the validating decoder builds it
+    _GOAL(out, False)  # so does a goal
     event = _new(MessageAppended)
     _MESSAGE(event, out)
     _USAGE(event, None)

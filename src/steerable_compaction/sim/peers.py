@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from ..compaction import repair_tool_pairs, select_regions
+from ..compaction import repair_tool_pairs
 from ..errors import ContextOverflowError
 from ..hooks import CompactionOutcome, ToolResultContext
 from ..messages import Message, TextPart, ToolResult
@@ -84,8 +84,9 @@ class OpenHandsArm(ArmHooks):
     async def compact(self, trigger: CompactionTrigger, pressure: int) -> CompactionOutcome | None:
         """Summarize everything between the kept head and the newest half (cold)."""
         messages = list(self.record.projection.messages)
-        keep_first = select_regions(messages, 1).head_end
         n = len(messages)
+        lead = leading_system(messages)  # OpenHands keeps the system prompt and the first message
+        keep_first = lead + 1 if lead < n and messages[lead].role == "user" else lead
         previous = ""
         forgotten_start = keep_first
         if keep_first < n and messages[keep_first].text.startswith(OPENHANDS_HEAD):
