@@ -337,3 +337,67 @@ def test_minified_code_escaped_json_and_numbered_listings_are_not_statements() -
     said = 'Set `API_TOKEN` to "tok-5521" and `REGION` to "eu-west-3" (not "us-east-1") first.'
     assert check([Message.user(said)]).found == 1
     assert check([Message.tool("c6", said)]).found == 0
+
+
+# -- any summarizer, the agent's own findings (issue 25) ------------------------------------------
+
+
+def test_the_agents_own_findings_are_facts() -> None:
+    """A value the agent stated (a conclusion in its own words) is kept like a tool's."""
+    messages = [
+        Message.assistant("Found it: the leak is in pool_worker_7, which holds 8443 sockets."),
+        Message.tool("c1", "ok"),
+    ]
+    result = check(messages)
+    assert any("pool_worker_7" in atom.clause and atom.seq == 100 for atom in result.kept)
+
+
+def test_a_restated_value_is_kept_once() -> None:
+    """A fact stated in a tool result and again by the agent takes one line, not two."""
+    messages = [
+        Message.tool("c1", "note: the staging database port is 41234 for every tenant"),
+        Message.assistant("So the staging database port is 41234; noting it for later."),
+    ]
+    result = check(messages)
+    assert [atom.value for atom in result.kept].count("41234") == 1
+
+
+def _summarized(body: str) -> Message:
+    return Message.user(f"<compacted-summary>\n{body}\n</compacted-summary>")
+
+
+def test_a_json_summary_is_read_for_the_text_of_its_strings() -> None:
+    """A summarizer answering in JSON states facts in string literals: read without quotes.
+
+    Read as they stood, every fact came back in quotes and escapes beside the one it restates
+    (issue 25: a JSON summarizer lost a third of the facts the checkpoint one kept).
+    """
+    body = '{\n  "facts": [\n    "the license server is lic-12.corp.example.net",\n'
+    body += '    "the nightly export bucket is s3://amber-exports-123"\n  ]\n}'
+    messages = [
+        Message.tool("c1", "note: the license server is lic-12.corp.example.net today"),
+        _summarized(body),
+    ]
+    result = check(messages, summary="## Current Work\nreading")
+    clauses = [atom.clause for atom in result.kept]
+    assert "the nightly export bucket is s3://amber-exports-123" in clauses
+    assert not any(c.startswith('"') or c.endswith(",") for c in clauses), clauses
+    assert [atom.value for atom in result.kept].count("lic-12.corp.example.net") == 1
+
+
+def test_prose_separators_are_no_part_of_a_clause() -> None:
+    """Clauses of a paragraph joined with '; ' are the clauses, not the separators.
+
+    With the separator kept, a log line restated in a prose summary had a shape of its own and
+    escaped the repeated-shape filter.
+    """
+    rows = [
+        f"2025-03-0{i}T10:00:00Z INFO sync-{i} checks cluster {8000 + i} in {i}ms"
+        for i in range(1, 5)
+    ]
+    messages = [
+        Message.tool("c1", "\n".join(rows[:2])),
+        _summarized("Where the work stands: the tests ran; " + "; ".join(rows[2:]) + "; done."),
+    ]
+    result = check(messages)
+    assert not any("checks cluster" in atom.clause for atom in result.kept), result.kept

@@ -20,6 +20,7 @@ mostly code or a listing is tool output); newer beats older.
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -227,6 +228,25 @@ def _lines(text: str) -> Iterator[str]:
             yield line
 
 
+_JSON_ITEM = re.compile(r'^\s*(?:"[^"\\]{1,60}"\s*:\s*)?("(?:[^"\\]|\\.)*")\s*,?\s*$')
+
+
+def _unquoted(line: str) -> str:
+    """A line of a JSON document (`"text",` or `"key": "text"`) as the text it holds.
+
+    A summarizer that answers in JSON states its facts inside string literals; read as they
+    are, the quotes and escapes make every fact a new clause beside the one it restates.
+    """
+    found = _JSON_ITEM.match(line)
+    if found is None:
+        return line
+    try:
+        value = json.loads(found.group(1))
+    except ValueError:
+        return line
+    return value if isinstance(value, str) else line
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class _Clause:
     """One clause of the span: where it stands, who said it, and what it looks like."""
@@ -249,6 +269,8 @@ def _clauses(
             continue
         tool = speaker == "tool"
         for line in _lines(messages[i].text):
+            if speaker == "summary" and line[:1] in (" ", '"'):
+                line = _unquoted(line)
             if len(line.strip()) < 4:
                 continue  # no clause of four characters (the substitutions below only shorten)
             # Each substitution only where its pattern can match (a line number starts with a
@@ -267,7 +289,7 @@ def _clauses(
             if line[:1] in ("-", "*"):
                 line = _BULLET.sub("", line)
             for clause in _CLAUSES.split(line.strip()):
-                clause = clause.strip()
+                clause = clause.strip().rstrip(";,\uff1b\uff0c").rstrip()  # a separator, no content
                 if len(clause) >= 4 and not clause.startswith(
                     ("<compacted-summary>", "</compacted")
                 ):
@@ -314,9 +336,11 @@ def _candidates(
         seq = clause.origin if clause.origin is not None else None
         if seq is None and seqs is not None:
             seq = seqs[clause.index]
-        current = found.get(text)
+        # One clause per value: a fact restated (by a summary, a later message) is kept once,
+        # where it scores best.
+        current = found.get(value)
         if current is None or score > current.score:
-            found[text] = Atom(value=value, kind=kind, clause=text, seq=seq, score=score)
+            found[value] = Atom(value=value, kind=kind, clause=text, seq=seq, score=score)
     return sorted(found.values(), key=lambda a: (-a.score, a.clause))
 
 
