@@ -243,7 +243,7 @@ def test_r32_r33_one_rule_for_an_open_circuit_compact_only_past_the_limit() -> N
     policy = resolve_compaction_policy(None, 10_000, reserved_output_tokens=1_000)
     assert policy.limit_tokens == 9_000
     for circuit in ("rapid_refill", "consecutive_failures"):
-        state = EngineState(circuit=circuit)  # type: ignore[arg-type]
+        state = EngineState(circuit=circuit)
         assert pressure_gate(state, policy, policy.threshold_tokens) == "circuit_open"
         assert pressure_gate(state, policy, 9_000) == "circuit_open"
         assert pressure_gate(state, policy, 9_001) == "limit"

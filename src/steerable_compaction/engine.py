@@ -687,13 +687,18 @@ class CompactionHooks:
             attempt.text, messages, list(self.record.projection.seqs), plan.request.span, plan.kept
         )
         target = self.policy.threshold_tokens - self.policy.recompact_margin_tokens
+        # The summary and the block share one memory budget: the block's ceiling plus the
+        # output room the summary was given. A summarizer that writes less (a terse one, or a
+        # prose one that states fewer values) leaves the rest of its room to the block, so how
+        # much a compaction keeps does not hang on how the summarizer writes.
+        unused = max((plan.request.max_output_tokens or 0) - self.meter.estimate(closing), 0)
         budget = self._summaries.retention_budget(
             messages,
             self.record.projection.seqs,
             plan.request.span,
             attempt.text,
             frozenset(plan.kept),
-            ceiling=0 if squeeze else self.policy.retention_tokens,
+            ceiling=0 if squeeze else self.policy.retention_tokens + unused,
             room=target - rest - self.meter.estimate(closing),
             calibration=self.meter.calibration,
         )

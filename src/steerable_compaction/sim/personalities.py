@@ -175,8 +175,8 @@ def carried_lines(text: str, *, long_line: int = 320) -> list[tuple[str, bool]]:
     """The lines of a carried summary `text`, each with whether it states the goal.
 
     Headings (Markdown or bold) are dropped and name the section; a JSON object the text opens
-    with is read for its values; a line longer than `long_line` characters (a paragraph) is
-    split into sentences.
+    with is read for its values; a line that is no bullet (a paragraph), or one longer than
+    `long_line` characters, is split into sentences.
     """
     start = len(text) - len(text.lstrip())
     if text[start : start + 1] == "{":
@@ -199,7 +199,9 @@ def carried_lines(text: str, *, long_line: int = 320) -> list[tuple[str, bool]]:
             goal = name in _GOAL_MARKERS
             continue
         starts_goal = line.lower().startswith("the request:")
-        pieces = _SENTENCES.split(line) if len(line) > long_line else [line]
+        # A bullet is one item; a paragraph (or an over-long line) is read sentence by sentence.
+        bullet = line.startswith(("- ", "* "))
+        pieces = _SENTENCES.split(line) if not bullet or len(line) > long_line else [line]
         for piece in pieces:
             body = _bare(piece.strip())
             if body:

@@ -227,6 +227,11 @@ def flatten(messages: Sequence[Message], *, max_chars: int | None = None) -> str
     return "\n".join(out)
 
 
+def _same(text: str) -> str:
+    """What makes two lines the same statement: their text without closing punctuation."""
+    return text.strip().rstrip(".;:,\u3002\uff1b").strip()
+
+
 def _clip(text: str, limit: int) -> str:
     if len(text) <= limit:
         return text
@@ -327,9 +332,9 @@ class ExtractiveSummarizer:
         """
         latest: dict[str, int] = {}
         for i, unit in enumerate(units):
-            latest[unit.text] = i  # a repeated line counts once, at its newest place
+            latest[_same(unit.text)] = i  # a repeated line counts once, at its newest place
         total = max(len(units) - 1, 1)
-        base = {i: _score(u, i / total) for i, u in enumerate(units) if latest[u.text] == i}
+        base = {i: _score(u, i / total) for i, u in enumerate(units) if latest[_same(u.text)] == i}
         by_source: dict[int, list[int]] = {}
         for i in sorted(base, key=lambda i: (-base[i], -i)):
             by_source.setdefault(units[i].source, []).append(i)

@@ -1,0 +1,308 @@
+"""`engine`: no request leaves that the library knows will not fit (issue 25), open breakers.
+
+The fit guard, the escalation ladder, the named error, budgets in one unit, the summary
+request priced before it is sent, the goal rule as the engine reads it from the record, and
+what an open circuit does (R32, R33).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from steerable_compaction import (
+    CompactionHooks,
+    MemoryRecord,
+    Message,
+    RequestTooLargeError,
+    StepContext,
+    ToolCall,
+)
+from steerable_compaction.compaction import SummaryNeeded, is_summary, plan_compaction
+from steerable_compaction.compaction.state import THRASHING_TEXT, EngineState
+from steerable_compaction.loop import CoreLoop
+from steerable_compaction.record import CompactionSummary, Reminder
+from steerable_compaction.testing import ScriptedProvider
+
+from .test_engine import FakeSummarizer, Session, add_rounds, body, kinds, policy, session, start
+
+
+def over_limit(s: Session) -> bool:
+    return s.hooks.pressure() > s.hooks.policy.limit_tokens
+
+
+# -- the fit guard -------------------------------------------------------------------------------
+
+
+async def test_no_step_ends_over_the_limit_whatever_the_breaker_says() -> None:
+    """Past `limit_tokens` the engine compacts even with a circuit open and inside hysteresis.
+
+    Issue 25: 30 of 44 measured overflows were sent with the breaker open although the
+    library's own estimate was over the window.
+    """
+    for circuit in ("consecutive_failures", "rapid_refill"):
+        s = session(
+            FakeSummarizer(),
+            rounds=13,
+            keep_last_messages=2,
+            state=EngineState(circuit=circuit, last_post_tokens=9_000),
+        )
+        assert over_limit(s)
+        action = await s.step()
+        assert action.gate == "limit" and action.compactions
+        assert not over_limit(s)
+
+
+async def test_the_ladder_drops_kept_messages_and_cuts_the_tail_before_failing() -> None:
+    """A summary that leaves the request over the limit is followed by squeezed ones.
+
+    Rung 1 keeps no user message of the span verbatim and writes no retention block; rung 2
+    keeps only the newest turn as the tail. The request fits in the end.
+    """
+    record = MemoryRecord()
+    record.append_message(Message.system(body(5_200)))  # ~6.9k that no compaction touches
+    record.append_message(Message.user("goal"))
+    for i in range(7):  # large user notes, each within the kept-messages budget
+        record.append_message(Message.user(body(150, f"note {i}: ")))
+        add_rounds(record, 10 * i, 1, tokens=1_200)
+    hooks = CompactionHooks(record, policy(keep_last_messages=6), summarizer=FakeSummarizer())
+    s = Session(hooks)
+    assert over_limit(s)
+    action = await s.step()
+    assert len(action.compactions) >= 2  # the pressure compaction did not fit on its own
+    first = action.compactions[0]
+    assert first.post_tokens > hooks.policy.limit_tokens
+    assert not over_limit(s)
+    notes = [m for m in record.messages() if m.text.startswith("note ")]
+    assert len(notes) < 7  # the squeezed summary kept fewer of them verbatim
+
+
+async def test_a_head_that_cannot_fit_is_a_named_error_before_any_request() -> None:
+    """Nothing left to compact and still over: `RequestTooLargeError`, and nothing is sent."""
+    record = MemoryRecord()
+    record.append_message(Message.system(body(9_000)))  # ~12k tokens, a 10k window
+    record.append_message(Message.user("goal"))
+    hooks = CompactionHooks(record, policy())
+    provider = ScriptedProvider([Message.assistant("never")])
+    loop = CoreLoop(provider, record, hooks=[hooks])
+    with pytest.raises(RequestTooLargeError) as caught:
+        await loop.run_turn("go")
+    assert provider.requests == []
+    error = caught.value
+    assert error.window == 10_000 and error.limit == 10_000
+    assert error.head_tokens > error.limit and error.tokens >= error.head_tokens
+    assert "10,000-token window" in str(error)
+
+
+async def test_a_result_too_large_for_the_window_is_folded_even_in_the_newest_turn(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Lossy beats stuck (R18, issue 30 item 7): R23 gives way, with one loud warning."""
+    record = MemoryRecord()
+    start(record)
+    call = ToolCall(id="big", name="read_file", arguments='{"path": "dump.log"}')
+    record.append_message(Message.assistant("Reading the dump.", [call]))
+    record.append_message(Message.tool("big", body(9_000)))
+    s = Session(CompactionHooks(record, policy(), summarizer=FakeSummarizer()))
+    assert over_limit(s)
+    with caplog.at_level("WARNING", logger="steerable_compaction.engine"):
+        action = await s.step()
+    assert not over_limit(s)
+    assert action.compactions[-1].action == "compact"
+    assert any("newest turn included" in r.message for r in caplog.records)
+    folded = record.messages()[-1]
+    assert folded.tool_result is not None and "the full result is in the record" in folded.text
+
+
+async def test_a_compaction_with_nothing_to_compact_changes_no_state() -> None:
+    """Neither a failure (R32) nor the hysteresis baseline (R31): the state stays as it was."""
+    record = MemoryRecord()
+    record.append_message(Message.system(body(6_150)))  # ~8,150: over the 8,000 threshold
+    record.append_message(Message.user("goal"))
+    hooks = CompactionHooks(record, policy())
+    before = hooks.state
+    action = await Session(hooks).step()
+    (outcome,) = action.compactions
+    assert outcome.nothing_to_do and not outcome.written
+    after = hooks.state
+    assert after.consecutive_failures == before.consecutive_failures == 0
+    assert after.last_post_tokens is None and after.last_compaction_round is None
+
+
+async def test_a_retry_that_frees_nothing_is_not_repeated() -> None:
+    """An overflow with nothing compactable fails at once: the same request would fail again."""
+    from steerable_compaction import ContextOverflowError, OverflowRetriesExhaustedError
+    from steerable_compaction.hooks import RequestErrorContext
+
+    record = MemoryRecord()
+    start(record)
+    hooks = CompactionHooks(record, policy())
+    error = ContextOverflowError("too long", provider="fake", status_code=400)
+    with pytest.raises(OverflowRetriesExhaustedError):
+        await hooks.on_request_error(
+            RequestErrorContext(record=record, round=1, turn=1, error=error, attempt=1)
+        )
+    assert hooks.state.overflow_retries == 1  # one retry spent, none repeated
+
+
+# -- the summary request, priced before it is sent ------------------------------------------------
+
+
+async def test_r13_the_summary_request_fits_the_window_with_room_for_its_output() -> None:
+    """Issue 25 item 6: replay + instruction + output limit fit the window less its headroom.
+
+    A span too large to replay at once is cut at a clean boundary (a piece, summarized warm)
+    and the summarizer's output limit is the room left.
+    """
+    summarizer = FakeSummarizer()
+    s = session(summarizer, rounds=24, keep_last_messages=2)  # ~21k tokens, a 10k window
+    policy_ = s.hooks.policy
+    await s.step()
+    assert summarizer.requests
+    for request in summarizer.requests:
+        size = sum(s.hooks.meter.estimate(m) for m in request.messages)
+        assert request.max_output_tokens is not None
+        assert size + request.max_output_tokens <= policy_.max_context_tokens
+        replay = request.replay
+        assert not replay[-1].tool_calls  # no call is cut from its results
+    assert not over_limit(s)
+
+
+# -- budgets in one unit ---------------------------------------------------------------------------
+
+
+async def test_the_retention_budget_is_priced_in_the_meters_calibrated_units() -> None:
+    """With the meter calibrated at 2 billed tokens per estimated one, the block halves.
+
+    The budget is recorded with the summary (`CompactionSummary.retention_budget`).
+    """
+    budgets = []
+    for factor in (1.0, 2.0):
+        s = session(FakeSummarizer(), rounds=10, keep_last_messages=2)
+        s.hooks.meter._factor = factor  # as learned from billed usage
+        s.hooks.meter._samples = 1
+        await s.step()
+        (event,) = [e.event for e in s.record.entries if isinstance(e.event, CompactionSummary)]
+        assert event.retention_budget is not None
+        budgets.append(event.retention_budget)
+    assert budgets[1] <= budgets[0] // 2 + 1
+
+
+async def test_the_retention_block_comes_out_of_the_room_the_summary_leaves() -> None:
+    """A summary that leaves pressure near the threshold gets no block at all."""
+    record = MemoryRecord()
+    record.append_message(Message.system(body(5_000)))  # ~6.6k of the 7k target stay anyway
+    record.append_message(Message.user("goal"))
+    add_rounds(record, 0, 6, tokens=500)
+    s = Session(CompactionHooks(record, policy(keep_last_messages=2), summarizer=FakeSummarizer()))
+    await s.step()
+    (event,) = [e.event for e in record.entries if isinstance(e.event, CompactionSummary)]
+    assert event.retention_budget == 0
+
+
+# -- the goal ------------------------------------------------------------------------------------
+
+
+async def test_the_task_after_a_demonstration_is_the_goal_and_survives_compactions() -> None:
+    """Issue 25 item 5: a demonstration sent before the task is compacted, the task stays.
+
+    The opening is over the head budget, so only the system prompt is the head; the task
+    (the newest user message before the first assistant message) is kept verbatim by every
+    summary, however many follow.
+    """
+    record = MemoryRecord()
+    record.append_message(Message.system("You are a coding agent."))
+    demo = Message.user("Here is a worked example:\n" + body(2_000))
+    task = Message.user("The real task: make test_parser pass.")
+    record.append_message(demo)
+    record.append_message(task)
+    hooks = CompactionHooks(record, policy(keep_last_messages=2), summarizer=FakeSummarizer())
+    s = Session(hooks)
+    for i in range(4):
+        add_rounds(record, 10 * i, 8, tokens=400)
+        await s.step()
+        messages = record.messages()
+        assert task in messages
+        assert (demo in messages) is (i == 0 and not any(is_summary(m) for m in messages))
+    assert any(is_summary(m) for m in record.messages())
+
+
+async def test_a_goal_named_by_the_host_wins_over_the_opening_rule() -> None:
+    """`Message.goal`: the named message is kept verbatim, wherever it stands."""
+    record = MemoryRecord()
+    record.append_message(Message.system("sys"))
+    named = Message.user("Primary goal: ship the parser fix.", goal=True)
+    record.append_message(named)
+    record.append_message(Message.user("Also, a side note that is no goal."))
+    knobs = policy(keep_last_messages=2, keep_user_messages_ratio=0)
+    hooks = CompactionHooks(record, knobs, summarizer=FakeSummarizer())
+    s = Session(hooks)
+    for i in range(3):
+        add_rounds(record, 10 * i, 8, tokens=400)
+        await s.step()
+    assert named in record.messages()
+    assert Message.user("Also, a side note that is no goal.") not in record.messages()
+
+
+def test_the_plan_keeps_a_mid_session_system_message_verbatim() -> None:
+    """R21: every system message stays verbatim, wherever it stands (issue 30 item 6)."""
+    record = MemoryRecord()
+    start(record)
+    add_rounds(record, 0, 4)
+    late = Message.system("From now on, answer in French.")
+    record.append_message(late)
+    add_rounds(record, 4, 8)
+    hooks = CompactionHooks(record, policy(keep_last_messages=2))
+    plan = plan_compaction(
+        record.messages(), hooks.policy, pressure=hooks.pressure(), estimate=hooks.meter.estimate
+    )
+    assert isinstance(plan, SummaryNeeded)
+    index = record.messages().index(late)
+    assert plan.request.span[0] <= index < plan.request.span[1]
+    assert index in plan.kept
+
+
+async def test_a_mid_session_system_message_is_still_seen_after_compactions() -> None:
+    """R21 end to end: the late system prompt is in the projection after each compaction."""
+    s = session(FakeSummarizer(), rounds=4, keep_last_messages=2)
+    late = Message.system("From now on, answer in French.")
+    s.record.append_message(late)
+    for i in range(3):
+        add_rounds(s.record, 10 + 10 * i, 8)
+        await s.step()
+        assert late in s.record.messages()
+    assert kinds(s.record).count("compaction_boundary") >= 2
+
+
+# -- open breakers (R32, R33; issue 30 item 1) ---------------------------------------------------
+
+
+async def test_r33_a_session_refilling_to_the_limit_every_round_compacts_only_there() -> None:
+    """Each round adds a large read (R33, issue 30 item 1).
+
+    After the circuit opens, compactions come only past the limit, no request is over it, the
+    refill count stays bounded, and the reminder (which does not say compaction is paused)
+    stays visible to the model while the circuit is open.
+    """
+    s = session(FakeSummarizer(), rounds=2, keep_last_messages=2, recompact_margin_ratio=0.0)
+    reminders = 0
+    for n in range(12):
+        add_rounds(s.record, 100 + 10 * n, 3, tokens=1_100)  # ~3.3k tokens a round
+        action = await s.step()
+        assert not over_limit(s)
+        if s.hooks.circuit_reason == "rapid_refill":
+            assert action.gate in ("circuit_open", "limit", "below_threshold")
+            assert any(THRASHING_TEXT in m.text for m in s.record.messages())
+        reminders = sum(isinstance(e.event, Reminder) for e in s.record.entries)
+    assert s.hooks.circuit_reason == "rapid_refill"
+    assert s.hooks.state.rapid_refills == s.hooks.policy.max_rapid_refills
+    assert reminders >= 1
+    (text,) = {e.event.message.text for e in s.record.entries if isinstance(e.event, Reminder)}
+    assert "paused" not in text and "would not fit the window" in text
+
+
+async def test_pre_step_with_a_fresh_hook_on_a_record_over_the_limit_compacts() -> None:
+    """A fresh engine on a record already over the limit compacts in its first `pre_step`."""
+    s = session(FakeSummarizer(), rounds=14, keep_last_messages=2)
+    assert over_limit(s)
+    action = await s.hooks.pre_step(StepContext(record=s.record, round=1, turn=1))
+    assert action.compactions and not over_limit(s)
