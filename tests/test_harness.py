@@ -118,6 +118,32 @@ def test_an_empty_file_means_every_default(tmp_path: Path) -> None:
     assert h.spill is not None and str(h.spill.directory) == ".steerable/spill"
 
 
+def test_the_spill_stage_sets_the_records_spill_directory(tmp_path: Path) -> None:
+    """Issue 26: recall reads the files of earlier runs from the directory the harness spills to.
+
+    `spill_directory=` replaces the file's `spill.directory`; without a spill stage it stays unset.
+    """
+    path = harness_file(tmp_path, f"spill: {{directory: {tmp_path / 'from-file'}}}\n")
+    record = MemoryRecord()
+    h = load_harness(path, provider=Queue(), record=record, model="gpt-4o", env={})
+    assert h.spill is not None and record.spill_directory == tmp_path / "from-file"
+    given = tmp_path / "given"
+    load_harness(
+        path, provider=Queue(), record=record, model="gpt-4o", env={}, spill_directory=given
+    )
+    assert record.spill_directory == given
+    bare = MemoryRecord()
+    load_harness(
+        harness_file(tmp_path, "context: [pressure_compaction]\n"),
+        provider=Queue(),
+        record=bare,
+        model="gpt-4o",
+        env={},
+        spill_directory=given,
+    )
+    assert bare.spill_directory is None
+
+
 @pytest.mark.parametrize(
     ("text", "key"),
     [

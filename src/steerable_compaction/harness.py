@@ -169,11 +169,14 @@ def load_harness(
     tools: Sequence[Tool] = (),
     replay_images: bool = True,
     env: Mapping[str, str] | None = None,
+    spill_directory: str | os.PathLike[str] | None = None,
 ) -> Harness:
     """Build a `CoreLoop` for `record` and `provider` from a harness file (see module doc).
 
     The summarizer is the turn provider itself (`replay_images=True`: it saw the images, so
-    they replay verbatim and the cache stays warm, R28).
+    they replay verbatim and the cache stays warm, R28). `spill_directory` replaces the file's
+    `spill.directory`; with a spill stage, the record's `spill_directory` is set to it, so the
+    history tools read the files of earlier runs too.
     """
     config = _validate(_read(path))
     environ = os.environ if env is None else env
@@ -211,7 +214,10 @@ def load_harness(
             chain.append(compaction)
         else:
             spill_cfg = {"directory": _DEFAULT_SPILL_DIR, **config["spill"]}
+            if spill_directory is not None:
+                spill_cfg["directory"] = spill_directory
             spill = SpillHooks(**spill_cfg)
+            record.spill_directory = spill.directory
             chain.append(spill)
     chain.append(retry)
     loop = CoreLoop(

@@ -13,7 +13,6 @@ import dataclasses
 import os
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from ..compaction import repair_tool_pairs
@@ -140,9 +139,8 @@ class Session:
             max_context_tokens=window,
             tools=[_tapped_tool(t, self.tap) for t in tools],
             env=env,
+            spill_directory=spill_directory,
         )
-        if spill_directory is not None and self.harness.spill is not None:
-            self.harness.spill.directory = Path(spill_directory)
         if system is not None and len(record) == 0:
             record.append_message(Message.system(system))
         if self.harness.compaction is not None:
