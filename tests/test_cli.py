@@ -329,7 +329,7 @@ def test_a_second_writer_is_told_in_cli_terms_and_the_record_is_untouched(tmp_pa
     assert "another writer holds this record (one at a time): stop it first" in line
     assert "readonly=True" not in line
     assert path.read_bytes() == before
-    assert files_under(tmp_path) == {"held.jsonl"}
+    assert files_under(tmp_path) == {"held.jsonl", "held.jsonl.mark"}  # the holder's mark
 
 
 def test_os_errors_are_one_line_with_the_file_they_name(

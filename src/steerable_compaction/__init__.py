@@ -28,6 +28,7 @@ from .errors import (
     RecordConnectionError,
     RecordError,
     RecordLockedError,
+    RecordLossError,
 )
 from .harness import Harness, load_harness
 from .hooks import (
@@ -113,6 +114,7 @@ __all__ = [
     "RecordConnectionError",
     "RecordError",
     "RecordLockedError",
+    "RecordLossError",
     "Reminder",
     "RequestErrorContext",
     "RetryAction",
