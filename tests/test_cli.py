@@ -351,6 +351,29 @@ def test_a_second_writer_is_told_in_cli_terms_and_the_record_is_untouched(tmp_pa
     assert files_under(tmp_path) == {"held.jsonl", "held.jsonl.mark"}  # the holder's mark
 
 
+def test_serve_checks_its_arguments_before_it_opens_the_record(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 26: `--record-dir`, counts, the harness and the window, all before any file."""
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    harness = tmp_path / "binary.yaml"
+    harness.write_bytes(b"\xff\xfe")
+    record = str(tmp_path / "new.jsonl")
+    for extra, message in (
+        (["--record-dir", str(blocker / "sub")], f"{str(blocker)!r} is not a directory"),
+        (["--max-line-bytes", "0"], "--max-line-bytes 0: must be an integer >= 1"),
+        (["--harness", str(harness)], "a UTF-8 text file"),
+        (["--window", "10"], "max_context_tokens=10 is not allowed"),
+    ):
+        assert main(["serve", "--record", record, *extra]) == 1
+        (line,) = capsys.readouterr().err.strip().splitlines()
+        assert message in line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["binary.yaml", "file"]
+    assert main(["serve", "--record", record, "--record-dir", str(tmp_path / "new" / "s")]) == 0
+    assert (tmp_path / "new" / "s").is_dir()  # a directory to be is made
+
+
 @pytest.mark.slow
 def test_a_reader_that_closes_the_pipe_ends_the_command_quietly(tmp_path: Path) -> None:
     """Issue 26: `inspect ... | head -5` ends with status 0 and nothing on stderr."""

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from steerable_compaction import Message, RecordLossError
+from steerable_compaction import Message, RecordError, RecordLossError
 from steerable_compaction.record import (
     CompactionBoundary,
     JsonlRecord,
@@ -255,3 +255,34 @@ def test_a_mark_file_that_cannot_be_opened_leaves_the_writer_without_one(
     with JsonlRecord(path, readonly=True) as reader:
         assert len(reader) == 2
     assert "the high-water mark cannot be read" in caplog.text
+
+
+def test_an_emptied_or_foreign_database_under_a_mark_is_refused_before_writing(
+    tmp_path: Path,
+) -> None:
+    """An SQLite file emptied under its mark lost every row; one that is no database says so."""
+    path = tmp_path / "r.db"
+    with SqliteRecord(path) as record:
+        messages(record, 5)
+    path.write_bytes(b"")
+    with pytest.raises(RecordLossError) as refused:
+        SqliteRecord(path)
+    assert (refused.value.found, refused.value.written) == (0, 5)
+    path.write_bytes(b"not a database at all" * 100)
+    with pytest.raises(RecordError, match="not a readable SQLite record"):
+        SqliteRecord(path)
+
+
+def test_a_loss_of_events_not_yet_synced_is_told_apart(tmp_path: Path) -> None:
+    """Missing events past the last sync: what a power cut may take, or a cut file."""
+    path = tmp_path / "r.jsonl"
+    with JsonlRecord(path) as record:
+        record.append(DURABLE)
+        messages(record, 4)
+        image = crash_image(path, tmp_path / "crash")  # 5 committed, 1 synced
+    lines = image.read_bytes().splitlines(keepends=True)
+    image.write_bytes(b"".join(lines[:3]))
+    with pytest.raises(RecordLossError) as refused:
+        JsonlRecord(image)
+    assert (refused.value.found, refused.value.written, refused.value.synced) == (3, 5, 1)
+    assert "Events not yet synced are gone: a power cut" in str(refused.value)

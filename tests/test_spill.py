@@ -243,3 +243,9 @@ async def test_the_first_spill_sets_the_records_spill_directory(tmp_path: Path) 
     assert not (tmp_path / "b").exists()
     same = SpillHooks(tmp_path / "x" / ".." / "a", max_chars=10, excerpt_chars=2)
     assert (await same.post_tool_result(ctx(big, record))).text.startswith(SPILL_PREFIX)
+
+
+def test_a_directory_path_holding_a_nul_character_is_refused() -> None:
+    """A path no system call takes is a `ConfigError`, not a `ValueError` from deep inside."""
+    with pytest.raises(ConfigError, match="a directory path"):
+        SpillHooks("spill\x00dir", max_chars=10, excerpt_chars=2)
