@@ -291,6 +291,22 @@ FAILURES = [
     (("serve", "--record", "new.db", "--window", "10"), "", "max_context_tokens=10"),
     (("serve", "--record", "new.jsonl", "--provider", "local"), "llama_cpp", "llama-cpp-python"),
     (("eval", "--harness", "missing.yaml"), "", "--harness missing.yaml"),
+    # Issue 26: every argument is checked before any work, and before any file is created.
+    (("eval", "--harness", "binary.yaml"), "", "expected a UTF-8 text file (byte 0 is not UTF-8)"),
+    (("eval", "--harness", "typo.yaml"), "", "threshold_ratoi"),
+    (("eval", "--harness", "zero.yaml"), "", "loop.max_rounds_per_turn=0 is not allowed"),
+    (("eval", "--out", "r.jsonl"), "", "--out r.jsonl: r.jsonl exists and is not a directory"),
+    (("serve", "--record", "new.jsonl", "--harness", "binary.yaml"), "", "a UTF-8 text file"),
+    (("serve", "--record", "new.jsonl", "--record-dir", "r.jsonl"), "", "is not a directory"),
+    (("serve", "--record", "new.jsonl", "--max-sessions", "0"), "", "--max-sessions 0: must be"),
+    (
+        ("serve", "--record", "new.db", "--provider", "openai", "--model", "gpt-4o-mini"),
+        "",
+        "needs an API key: export OPENAI_API_KEY=...",
+    ),
+    (("demo", "--reads", "-1", "--no-chart"), "", "--reads -1: must be an integer >= 1"),
+    (("inspect", "r.jsonl", "--limit", "-3"), "", "--limit -3: must be an integer >= 1"),
+    (("inspect", "r.jsonl", "--window", "10"), "", "max_context_tokens=10 is not allowed"),
 ]
 
 
@@ -303,6 +319,9 @@ def test_every_cli_failure_is_one_line_and_leaves_nothing_behind(
 ) -> None:
     """Exit status 1 or 2, one line on stderr naming the problem, no traceback, no new file."""
     (tmp_path / "random.db").write_bytes(bytes(range(256)) * 4)
+    (tmp_path / "binary.yaml").write_bytes(b"\xff\xfe\x00\x01 binary")
+    (tmp_path / "typo.yaml").write_text("compaction: {threshold_ratoi: 0.5}\n", encoding="utf-8")
+    (tmp_path / "zero.yaml").write_text("loop: {max_rounds_per_turn: 0}\n", encoding="utf-8")
     with JsonlRecord(tmp_path / "r.jsonl") as record:
         record.append_message(Message.user("hi"))
     before = files_under(tmp_path)
@@ -329,7 +348,52 @@ def test_a_second_writer_is_told_in_cli_terms_and_the_record_is_untouched(tmp_pa
     assert "another writer holds this record (one at a time): stop it first" in line
     assert "readonly=True" not in line
     assert path.read_bytes() == before
-    assert files_under(tmp_path) == {"held.jsonl"}
+    assert files_under(tmp_path) == {"held.jsonl", "held.jsonl.mark"}  # the holder's mark
+
+
+def test_serve_checks_its_arguments_before_it_opens_the_record(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 26: `--record-dir`, counts, the harness and the window, all before any file."""
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    harness = tmp_path / "binary.yaml"
+    harness.write_bytes(b"\xff\xfe")
+    record = str(tmp_path / "new.jsonl")
+    for extra, message in (
+        (["--record-dir", str(blocker / "sub")], f"{str(blocker)!r} is not a directory"),
+        (["--max-line-bytes", "0"], "--max-line-bytes 0: must be an integer >= 1"),
+        (["--harness", str(harness)], "a UTF-8 text file"),
+        (["--window", "10"], "max_context_tokens=10 is not allowed"),
+    ):
+        assert main(["serve", "--record", record, *extra]) == 1
+        (line,) = capsys.readouterr().err.strip().splitlines()
+        assert message in line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["binary.yaml", "file"]
+    assert main(["serve", "--record", record, "--record-dir", str(tmp_path / "new" / "s")]) == 0
+    assert (tmp_path / "new" / "s").is_dir()  # a directory to be is made
+
+
+@pytest.mark.slow
+def test_a_reader_that_closes_the_pipe_ends_the_command_quietly(tmp_path: Path) -> None:
+    """Issue 26: `inspect ... | head -5` ends with status 0 and nothing on stderr."""
+    with JsonlRecord(tmp_path / "r.jsonl") as record:
+        for i in range(2000):
+            record.append_message(Message.user(f"message {i}"))
+    child = subprocess.Popen(
+        [sys.executable, "-m", "steerable_compaction", "inspect", "r.jsonl"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+    )
+    assert child.stdout is not None and child.stderr is not None
+    child.stdout.read(100)  # like `head`: read a little, then close the pipe
+    child.stdout.close()
+    status = child.wait()
+    err = child.stderr.read().decode()
+    child.stderr.close()
+    assert status == 0 and err == ""
 
 
 def test_os_errors_are_one_line_with_the_file_they_name(

@@ -15,6 +15,7 @@ from steerable_compaction import (
     RecordConnectionError,
     RecordError,
     RecordLockedError,
+    RecordLossError,
 )
 from steerable_compaction.errors import RecallError
 
@@ -30,6 +31,7 @@ EXAMPLES: list[CompactionError] = [
     ConfigError("OPENAI_API_KEY", None, "an API key", message="no OpenAI API key: set it"),
     RecallError("no entry with seq 9"),
     RecordConnectionError("postgresql://u@h:5432/db?session=s: the connection broke", line=3),
+    RecordLossError("seqs 7 to 9 are missing", path="/r.db", found=7, written=10, synced=4),
 ]
 
 
@@ -63,6 +65,7 @@ def test_the_tree_matches_the_docstring() -> None:
     assert issubclass(ContextOverflowError, ProviderError)
     assert issubclass(RecordLockedError, RecordError)
     assert issubclass(RecordConnectionError, RecordError)
+    assert issubclass(RecordLossError, RecordError)
     assert issubclass(ConversionError, MessageError)
     for error in EXAMPLES:
         assert isinstance(error, CompactionError)

@@ -8,7 +8,12 @@ import yaml
 from steerable_compaction import ConfigError, Message
 from steerable_compaction.compaction import SummaryRequest
 from steerable_compaction.engine import CompactionHooks
-from steerable_compaction.harness import SUMMARIZER_ENV, default_harness_text, load_harness
+from steerable_compaction.harness import (
+    SUMMARIZER_ENV,
+    default_harness_text,
+    load_harness,
+    read_harness,
+)
 from steerable_compaction.record import MemoryRecord
 from steerable_compaction.retry import RetryHooks
 from steerable_compaction.spill import SpillHooks
@@ -118,6 +123,32 @@ def test_an_empty_file_means_every_default(tmp_path: Path) -> None:
     assert h.spill is not None and str(h.spill.directory) == ".steerable/spill"
 
 
+def test_the_spill_stage_sets_the_records_spill_directory(tmp_path: Path) -> None:
+    """Issue 26: recall reads the files of earlier runs from the directory the harness spills to.
+
+    `spill_directory=` replaces the file's `spill.directory`; without a spill stage it stays unset.
+    """
+    path = harness_file(tmp_path, f"spill: {{directory: {tmp_path / 'from-file'}}}\n")
+    record = MemoryRecord()
+    h = load_harness(path, provider=Queue(), record=record, model="gpt-4o", env={})
+    assert h.spill is not None and record.spill_directory == tmp_path / "from-file"
+    given = tmp_path / "given"
+    load_harness(
+        path, provider=Queue(), record=record, model="gpt-4o", env={}, spill_directory=given
+    )
+    assert record.spill_directory == given
+    bare = MemoryRecord()
+    load_harness(
+        harness_file(tmp_path, "context: [pressure_compaction]\n"),
+        provider=Queue(),
+        record=bare,
+        model="gpt-4o",
+        env={},
+        spill_directory=given,
+    )
+    assert bare.spill_directory is None
+
+
 @pytest.mark.parametrize(
     ("text", "key"),
     [
@@ -151,6 +182,60 @@ def test_bad_harness_files_raise_config_error_naming_the_key(
             env={},
         )
     assert key in info.value.key
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ("spill: {max_chars: 0}\n", "spill.max_chars"),
+        ("spill: {max_chars: 10, excerpt_chars: 10}\n", "spill.excerpt_chars"),
+        ("retry: {max_retries: -5}\n", "retry.max_retries"),
+        ("retry: {base_delay_s: -1}\n", "retry.base_delay_s"),
+        ("loop: {max_rounds_per_turn: 0}\n", "loop.max_rounds_per_turn"),
+        ("loop: {max_output_tokens: 0}\n", "loop.max_output_tokens"),
+    ],
+)
+def test_values_out_of_range_are_refused_when_the_file_is_read(
+    tmp_path: Path, text: str, key: str
+) -> None:
+    """Issue 26: `read_harness` checks values, not only types: `eval` refuses before it runs."""
+    with pytest.raises(ConfigError) as info:
+        read_harness(harness_file(tmp_path, text))
+    assert info.value.key == key
+
+
+def test_a_spill_directory_that_would_be_refused_is_refused_when_read(tmp_path: Path) -> None:
+    """The file's own spill directory, unless a given one replaces it (`load_harness`)."""
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real", target_is_directory=True)
+    path = harness_file(tmp_path, f"spill: {{directory: {tmp_path / 'link'}}}\n")
+    with pytest.raises(ConfigError, match=r"spill\.directory"):
+        read_harness(path)
+    h = load_harness(
+        path,
+        provider=Queue(),
+        record=MemoryRecord(),
+        model="gpt-4o",
+        env={},
+        spill_directory=tmp_path / "spill",
+    )
+    assert h.spill is not None and h.spill.directory == tmp_path / "spill"
+    assert read_harness(harness_file(tmp_path, f"context: []\n{path.read_text()}"))
+
+
+def test_a_file_that_is_not_utf8_text_or_yaml_is_one_line(tmp_path: Path) -> None:
+    """Issue 26: bytes that are not UTF-8, or YAML errors, are a `ConfigError` on one line."""
+    binary = tmp_path / "b.yaml"
+    binary.write_bytes(b"\xff\xfe\x00 binary")
+    with pytest.raises(ConfigError, match=r"a UTF-8 text file \(byte 0 is not UTF-8\)"):
+        read_harness(binary)
+    for text, problem in (
+        ("a: b: c\n", "mapping values are not allowed here at line 1, column 5"),
+        ("x\x00y\n", "unacceptable character #x0000"),
+    ):
+        with pytest.raises(ConfigError) as info:
+            read_harness(harness_file(tmp_path, text))
+        assert problem in str(info.value) and "\n" not in str(info.value)
 
 
 def test_a_missing_harness_file_is_a_config_error(tmp_path: Path) -> None:

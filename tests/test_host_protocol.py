@@ -54,11 +54,43 @@ def test_valid_id_accepts_what_a_reply_can_echo_exactly(value: object, valid: bo
 
 
 def test_params_text_is_a_string_or_absent() -> None:
-    """`text` returns the string (or `None` when absent or null) and names a wrong type."""
+    """`text` returns the string (or `None` when absent) and names a wrong type, `null` too.
+
+    Issue 26: `"session": null` is refused, not read as the default session.
+    """
     assert Params({"session": "a"}, ("session",)).text("session") == "a"
-    assert Params({"session": None}, ("session",)).text("session") is None
     assert Params(None, ("session",)).text("session") is None
-    with pytest.raises(RpcError) as caught:
-        Params({"session": 3}, ("session",)).text("session")
-    assert caught.value.code == INVALID_PARAMS and caught.value.data == {"param": "session"}
-    assert "session must be a string, got 3" in caught.value.message
+    for value in (3, None):
+        with pytest.raises(RpcError) as caught:
+            Params({"session": value}, ("session",)).text("session")
+        assert caught.value.code == INVALID_PARAMS and caught.value.data == {"param": "session"}
+        assert f"session must be a string (omit it for the default), got {value}" in (
+            caught.value.message
+        )
+
+
+def test_params_refuse_a_lone_surrogate_anywhere_naming_its_field() -> None:
+    """Issue 26: values and keys at any depth; the walk needs no recursion (any nesting)."""
+    cases = [
+        ({"input": "a\ud800"}, "input", "U+D800) at character 1"),
+        (
+            {"seed": [{"content": [{"text": "ok"}, {"text": "\udfff"}]}]},
+            "seed[0].content[1].text",
+            "",
+        ),
+        ({"seed": [{"role": "user", "\udc01": 1}]}, "seed[0].\ufffd", "U+DC01"),
+    ]
+    for params, field, detail in cases:
+        with pytest.raises(RpcError) as caught:
+            Params(params, ("input", "seed"))
+        assert caught.value.code == INVALID_PARAMS
+        assert caught.value.data == {"param": field.split("[")[0].split(".")[0], "field": field}
+        assert caught.value.message.startswith(f"{field} holds a lone surrogate") and detail in (
+            caught.value.message
+        )
+    deep: object = "\ud800"
+    for _ in range(20_000):
+        deep = [deep]
+    with pytest.raises(RpcError, match="lone surrogate"):
+        Params({"seed": deep}, ("seed",))
+    assert Params({"seed": [{"text": "fine é 😀"}]}, ("seed",)).raw

@@ -23,6 +23,7 @@ from steerable_compaction.record import (
     CompactionStart,
     CompactionSummary,
     Edit,
+    Entry,
     Event,
     JsonlRecord,
     MemoryRecord,
@@ -253,6 +254,27 @@ def test_r1_a_plan_made_on_an_older_record_is_not_applied() -> None:
     with pytest.raises(SeedConflictError, match="changed since the seed was planned"):
         apply_reconcile(record, plan)
     assert record.message_count == 2
+
+
+def test_a_plan_is_appended_as_one_group_commit() -> None:
+    """Issue 26: the plan's messages go in one `batch()`: one transaction, one write."""
+
+    class Counting(MemoryRecord):
+        def __init__(self) -> None:
+            super().__init__()
+            self.batched: list[bool] = []
+            self.commits = 0
+
+        def _persist(self, entry: Entry, *, durable: bool) -> None:
+            self.batched.append(self._batching)
+            super()._persist(entry, durable=durable)
+
+        def _commit_batch(self, *, durable: bool) -> None:
+            self.commits += 1
+
+    record = Counting()
+    assert apply_reconcile(record, plan_reconcile(record, [GOAL, *rounds(0, 2)])) == 5
+    assert record.batched == [True] * 5 and record.commits == 1
 
 
 def test_seed_conflict_error_pickles_with_its_attributes() -> None:

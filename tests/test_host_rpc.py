@@ -22,7 +22,7 @@ from steerable_compaction.host.protocol import (
 from steerable_compaction.host.session import Session
 from steerable_compaction.messages import message_from_dict, message_to_dict
 from steerable_compaction.providers.base import Provider
-from steerable_compaction.record import JsonlRecord, MemoryRecord, MessageAppended
+from steerable_compaction.record import JsonlRecord, MemoryRecord, MessageAppended, SqliteRecord
 from steerable_compaction.testing import FunctionProvider, ScriptedProvider
 
 from .host_helpers import UNECHOABLE_IDS, Gate, Json, Wire, demo_session, events, strict_json
@@ -365,14 +365,98 @@ async def test_lone_surrogates_in_a_method_or_param_name_get_an_encodable_error(
 
 
 async def test_a_record_value_json_cannot_carry_still_reaches_the_host_replaced() -> None:
-    """Issue 14: an event holding a lone surrogate (a memory record keeps it) is sent scrubbed."""
-    wire = Wire(demo_session(MemoryRecord()))
-    lines = await wire.raw(
-        b'{"jsonrpc":"2.0","id":1,"method":"agent.chat.send","params":'
-        b'{"input":"hi \\ud800 (read 1 files)"}}'
-    )
-    assert events(lines)[0]["message"]["parts"][0]["text"] == "hi \ufffd (read 1 files)"
-    assert lines[-1]["id"] == 1 and lines[-1]["result"]["stop"] == "answered"
+    """Issue 14: an event holding a lone surrogate (a memory record keeps it) is sent scrubbed.
+
+    Input cannot carry one (issue 26: -32602); a provider's reply can.
+    """
+    provider = FunctionProvider(lambda request: Message.assistant("hi \ud800 there"))
+    wire = Wire(Session(MemoryRecord(), provider, window=4096, env={}))
+    lines = await wire.call("agent.chat.send", {"input": "hi"})
+    assert events(lines)[-1]["message"]["parts"][0]["text"] == "hi \ufffd there"
+    assert lines[-1]["result"]["stop"] == "answered"
+    assert lines[-1]["result"]["reply"] == "hi \ufffd there"
+
+
+SURROGATE_PARAMS = [
+    # (method, params, the field named)
+    ("agent.chat.send", {"input": "hi \ud800"}, "input"),
+    (
+        "agent.chat.send",
+        {"input": {"role": "user", "parts": [{"type": "text", "text": "\udc00"}]}},
+        "input.parts[0].text",
+    ),
+    (
+        "agent.chat.send",
+        {"input": "hi", "seed": [{"role": "user", "content": "a\udfff"}], "format": "openai"},
+        "seed[0].content",
+    ),
+    (
+        "agent.chat.seed",
+        {
+            "messages": [
+                {"role": "user", "content": "ok"},
+                {"role": "user", "content": [{"type": "text", "text": "x", "\ud801": 1}]},
+            ],
+            "format": "openai",
+        },
+        "messages[1].content[0].\ufffd",
+    ),
+    ("agent.chat.history", {"session": "s\ud800"}, "session"),
+]
+
+
+@pytest.mark.parametrize(("method", "params", "field"), SURROGATE_PARAMS)
+async def test_text_no_record_can_store_is_invalid_params_naming_the_field(
+    tmp_path: Path, method: str, params: Json, field: str
+) -> None:
+    """Issue 26: a lone surrogate anywhere in a param is -32602 naming it; nothing changes."""
+    record = JsonlRecord(tmp_path / "r.jsonl")
+    wire = Wire(demo_session(record, system="Be brief."))
+    before = (tmp_path / "r.jsonl").read_bytes()
+    error = await wire.error(method, params)
+    assert error["code"] == INVALID_PARAMS, error
+    assert error["data"]["field"] == field and error["message"].startswith(field)
+    assert "lone surrogate" in error["message"]
+    assert (tmp_path / "r.jsonl").read_bytes() == before and len(record) == 1
+    status = await wire.result("agent.chat.status")
+    assert status["turn"] == 0 and status["messages"] == 1
+    record.close()
+
+
+async def test_a_seed_is_written_whole_or_not_at_all(tmp_path: Path) -> None:
+    """Issue 26: a seed whose third message cannot be stored writes none of the first two."""
+    record = SqliteRecord(tmp_path / "r.db")
+    wire = Wire(demo_session(record))
+    seed = [
+        {"role": "user", "content": "first"},
+        {"role": "assistant", "content": "second"},
+        {"role": "user", "content": "third \ud800"},
+    ]
+    error = await wire.error("agent.chat.seed", {"messages": seed, "format": "openai"})
+    assert error["code"] == INVALID_PARAMS and error["data"]["field"] == "messages[2].content"
+    assert record.message_count == 0
+    seed[2]["content"] = "third"
+    result = await wire.result("agent.chat.seed", {"messages": seed, "format": "openai"})
+    assert result["appended"] == 3
+    record.close()
+    with SqliteRecord(tmp_path / "r.db", readonly=True) as again:
+        assert [m.text for m in again.messages()] == ["first", "second", "third"]
+
+
+async def test_session_null_is_refused_and_only_omission_means_the_default() -> None:
+    """Issue 26: `session` must be a string where given; `null` is not the default session."""
+    record = MemoryRecord()
+    wire = Wire(demo_session(record))
+    for method, params in (
+        ("agent.chat.status", {"session": None}),
+        ("agent.chat.send", {"input": "hi", "session": None}),
+        ("agent.session.close", {"session": None}),
+    ):
+        error = await wire.error(method, params)
+        assert error["code"] == INVALID_PARAMS and error["data"] == {"param": "session"}
+        assert "session must be a string" in error["message"]
+    assert len(record) == 0
+    assert (await wire.result("agent.chat.status"))["turn"] == 0
 
 
 async def test_hostile_lines_while_a_turn_runs_leave_the_turn_to_answer() -> None:

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -8,7 +9,7 @@ from steerable_compaction import Message
 from steerable_compaction.demo import ScriptedAgent, Workspace, build_provider
 from steerable_compaction.host.session import Session
 from steerable_compaction.providers.base import CompletionRequest, StreamDone
-from steerable_compaction.record import MemoryRecord
+from steerable_compaction.record import JsonlRecord, MemoryRecord
 
 from .host_helpers import demo_session
 
@@ -60,3 +61,27 @@ def test_r38_opening_a_session_closes_a_bracket_left_with_its_summary_paid() -> 
     session = demo_session(record)
     assert session.status()["open_brackets"] == []
     assert any("paid" in m.text for m in record.messages())
+
+
+async def test_input_no_record_can_store_changes_nothing(tmp_path: Path) -> None:
+    """Issue 26: a lone surrogate in the input or the seed is refused before anything is written.
+
+    The record file stays as it was and the turn counter does not move; a good send then runs
+    turn 1.
+    """
+    path = tmp_path / "r.jsonl"
+    with JsonlRecord(path) as record:
+        session = demo_session(record, system="Be brief.")
+        before = path.read_bytes()
+        bad = Message.user("hi \ud800")
+        seed = [Message.user("fine"), Message.assistant("ok"), bad]
+        with pytest.raises(ValueError, match=r"input\[0\] holds text that is not valid Unicode"):
+            await session.send(bad)
+        with pytest.raises(ValueError, match=r"seed\[2\] holds text"):
+            await session.send(Message.user("go"), seed=seed)
+        with pytest.raises(ValueError, match=r"seed\[2\] holds text"):
+            session.seed(seed)
+        assert path.read_bytes() == before
+        assert session.harness.loop.turn == 0
+        done = await session.send(Message.user("Look around (read 1 files)."))
+        assert done.turn.stop == "answered" and session.harness.loop.turn == 1

@@ -415,7 +415,7 @@ def test_the_serve_process_hosts_named_sessions_in_its_record_dir(tmp_path: Path
         assert first.proc.wait(timeout=30) == 0
     finally:
         first.close()
-    assert sorted(p.name for p in (tmp_path / "s").iterdir()) == ["a.jsonl"]
+    assert sorted(p.name for p in (tmp_path / "s").iterdir()) == ["a.jsonl", "a.jsonl.mark"]
     second = Process(*args)
     try:
         second.send(

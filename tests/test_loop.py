@@ -9,6 +9,7 @@ from steerable_compaction import (
     ContextOverflowError,
     Message,
     ProviderError,
+    RecordError,
     ToolCall,
     resolve_compaction_policy,
 )
@@ -90,6 +91,16 @@ async def test_a_turn_runs_rounds_until_the_model_answers() -> None:
     assert record.messages()[2] == Message.tool("c1", "echo: hi")
     assert provider.requests[0].tools[0].name == "echo"
     assert provider.requests[1].messages == tuple(record.messages()[:3])
+
+
+async def test_an_input_the_record_refuses_is_no_turn() -> None:
+    """Issue 26: the turn counter moves only once the user's input is recorded."""
+    record = MemoryRecord()
+    record.close()
+    loop = CoreLoop(Queue(Message.assistant("never")), record)
+    with pytest.raises(RecordError, match="closed"):
+        await loop.run_turn("hi")
+    assert loop.turn == 0
 
 
 async def test_replies_are_recorded_with_their_usage() -> None:

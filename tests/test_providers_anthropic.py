@@ -7,6 +7,7 @@ the documented Messages API shapes (message object, SSE events, error bodies).
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from typing import Any, Literal
@@ -758,3 +759,16 @@ async def test_bad_construction_is_a_config_error(kwargs: dict[str, Any], key: s
         with pytest.raises(ConfigError) as caught:
             AnthropicProvider(MODEL, client=client if key == "client" else None, **kwargs)
     assert caught.value.key == key
+
+
+def test_importing_without_the_sdk_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 26: without the `anthropic` extra the import error says what to install."""
+    monkeypatch.setitem(sys.modules, "anthropic", None)  # as if the SDK were not installed
+    monkeypatch.delitem(sys.modules, "steerable_compaction.providers.anthropic")
+    with pytest.raises(ModuleNotFoundError) as info:
+        from steerable_compaction.providers import AnthropicProvider  # noqa: F401
+    assert "pip install 'steerable-compaction[anthropic]'" in str(info.value)
+    assert "AnthropicProvider needs the 'anthropic' package, which is not installed" in str(
+        info.value
+    )
+    assert info.value.name == "anthropic"

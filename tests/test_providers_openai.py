@@ -7,6 +7,7 @@ the documented Chat Completions shapes (and llama.cpp / vLLM variants where they
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any, cast
@@ -723,3 +724,14 @@ def test_max_tokens_field_is_checked() -> None:
     """An unknown `max_tokens_field` is a `ConfigError`."""
     with pytest.raises(ConfigError, match="max_tokens_field"):
         OpenAIProvider(MODEL, api_key="sk-test", max_tokens_field="n_predict")  # type: ignore[arg-type]
+
+
+def test_importing_without_the_sdk_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 26: without the `openai` extra the import error says what to install."""
+    monkeypatch.setitem(sys.modules, "openai", None)  # as if the SDK were not installed
+    monkeypatch.delitem(sys.modules, "steerable_compaction.providers.openai")
+    with pytest.raises(ModuleNotFoundError) as info:
+        from steerable_compaction.providers import OpenAIProvider  # noqa: F401
+    assert "pip install 'steerable-compaction[openai]'" in str(info.value)
+    assert "OpenAIProvider needs the 'openai' package, which is not installed" in str(info.value)
+    assert info.value.name == "openai"

@@ -45,6 +45,7 @@ PUBLIC = [
     "RecordError",
     "RecordConnectionError",
     "RecordLockedError",
+    "RecordLossError",
     "Reminder",
     "RequestErrorContext",
     "RequestTooLargeError",

@@ -372,9 +372,9 @@ def test_the_index_follows_appends_reading_only_new_entries() -> None:
     seen: list[int] = []
     original = WordIndex.update
 
-    def spy(self: WordIndex, entries: object) -> None:
+    def spy(self: WordIndex, entries: object, spill_directory: object = None) -> None:
         seen.append(self.done)
-        original(self, entries)  # type: ignore[arg-type]
+        original(self, entries, spill_directory)  # type: ignore[arg-type]
 
     try:
         WordIndex.update = spy  # type: ignore[method-assign]

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from steerable_compaction.errors import RecallError
 from steerable_compaction.messages import Message
 from steerable_compaction.recall import hidden_seqs, prepare_index, search, search_history
-from steerable_compaction.recall.fts import TABLE, match_expression
+from steerable_compaction.recall.fts import TABLE, FtsIndex, match_expression
 from steerable_compaction.recall.text import matches, normalize, parse_query, searchable
 from steerable_compaction.record import (
     CompactionBoundary,
@@ -511,3 +511,15 @@ def test_candidates_are_read_a_page_at_a_time(
         hits = search_history(sqlite, "needle", limit=10)
         assert [h.seq for h in hits] == [6, 5, 4, 3, 2, 1, 0]
         assert hits == search_history(memory, "needle", limit=10)
+
+
+def test_text_after_a_nul_character_is_indexed(tmp_path: Path) -> None:
+    """FTS5 reads a row's text only up to a NUL: rows hold a space there, so the rest is found."""
+    with SqliteRecord(tmp_path / "r.db") as record:
+        record.append_message(Message.user("Dump the file."))
+        record.append_message(Message.assistant("binary \x00 then the magic word is xyzzy"))
+        summarize(record, 1, 2)
+        prepare_index(record)
+        state = search._state(record)
+        assert isinstance(state.index(record), FtsIndex)  # answered by the table
+        assert [h.seq for h in search_history(record, "xyzzy")] == [1]

@@ -25,6 +25,7 @@ from steerable_compaction.record import (
     project,
 )
 from steerable_compaction.record.codec import encode_line
+from steerable_compaction.record.mark import MarkWriter
 
 from .record_sessions import event_sequences, small_session, with_crc, write
 
@@ -64,6 +65,8 @@ def test_truncating_at_any_byte_loses_at_most_the_last_event(
     # lose it); only the one being cut is lost.
     ends = [i for i, byte in enumerate(data) if byte == ord("\n")]
     complete_lines = sum(1 for end in ends if end <= at)
+    # A crash in that write leaves the mark where the last finished write put it.
+    MarkWriter(path, complete_lines, reset=True).close()
     with JsonlRecord(path, readonly=True) as reader:
         assert list(reader.entries) == written[:complete_lines]
         assert reader.messages() == project(written[:complete_lines])

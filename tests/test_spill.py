@@ -8,7 +8,7 @@ import pytest
 
 from steerable_compaction import ConfigError, ImagePart, Message, TextPart, ToolResult
 from steerable_compaction.hooks import RequestErrorContext, StepContext, ToolResultContext
-from steerable_compaction.record import MemoryRecord
+from steerable_compaction.record import MemoryRecord, MessageAppended
 from steerable_compaction.spill import SPILL_PREFIX, UNSPILLED_PREFIX, SpillHooks
 
 
@@ -196,3 +196,55 @@ async def test_the_name_token_source_can_be_given_and_a_bad_token_still_answers(
     assert second.text.startswith(UNSPILLED_PREFIX)
     assert "spill.name_token" in caplog.text and "8 lowercase hex digits" in caplog.text
     assert [p.name.endswith("-0000002a.txt") for p in (tmp_path / "spill").iterdir()] == [True]
+
+
+def test_a_directory_under_a_symlinked_parent_is_refused(tmp_path: Path) -> None:
+    """Issue 26: a path that resolves elsewhere is refused, existing or not: nothing is written."""
+    real = tmp_path / "real"
+    real.mkdir()
+    (tmp_path / "via").symlink_to(real)
+    (tmp_path / "via" / "spill").mkdir(mode=0o700)  # one that exists, reached through the link
+    for directory in (tmp_path / "via" / "spill", tmp_path / "via" / "new" / "spill"):
+        with pytest.raises(ConfigError, match="leads through a symlink to"):
+            SpillHooks(directory, max_chars=10, excerpt_chars=2)
+    assert [p.name for p in real.iterdir()] == ["spill"]  # nothing new was made
+
+
+async def test_a_parent_symlinked_later_is_refused_before_anything_is_created(
+    tmp_path: Path,
+) -> None:
+    """Issue 26: checked at each spill too, before `mkdir` could create through the link."""
+    hooks = SpillHooks(tmp_path / "parent" / "spill", max_chars=10, excerpt_chars=2)
+    real = tmp_path / "real"
+    real.mkdir()
+    (tmp_path / "parent").symlink_to(real)
+    result = await hooks.post_tool_result(
+        ctx(ToolResult(call_id="c", content=(TextPart(text="z" * 50),)))
+    )
+    assert result.text.startswith(UNSPILLED_PREFIX) and "leads through a symlink" in result.text
+    assert list(real.iterdir()) == []
+
+
+async def test_the_first_spill_sets_the_records_spill_directory(tmp_path: Path) -> None:
+    """Recall reads spill files from `record.spill_directory`; a stage writing elsewhere is refused.
+
+    A second stage with another directory would leave pointers recall never reads: its results
+    keep head and tail instead.
+    """
+    record = MemoryRecord([MessageAppended(message=Message.user("go"))])
+    big = ToolResult(call_id="c", content=(TextPart(text="w" * 50),))
+    first = SpillHooks(tmp_path / "a", max_chars=10, excerpt_chars=2)
+    assert (await first.post_tool_result(ctx(big, record))).text.startswith(SPILL_PREFIX)
+    assert record.spill_directory == tmp_path / "a"
+    other = SpillHooks(tmp_path / "b", max_chars=10, excerpt_chars=2)
+    refused = await other.post_tool_result(ctx(big, record))
+    assert refused.text.startswith(UNSPILLED_PREFIX) and "the record's own spill" in refused.text
+    assert not (tmp_path / "b").exists()
+    same = SpillHooks(tmp_path / "x" / ".." / "a", max_chars=10, excerpt_chars=2)
+    assert (await same.post_tool_result(ctx(big, record))).text.startswith(SPILL_PREFIX)
+
+
+def test_a_directory_path_holding_a_nul_character_is_refused() -> None:
+    """A path no system call takes is a `ConfigError`, not a `ValueError` from deep inside."""
+    with pytest.raises(ConfigError, match="a directory path"):
+        SpillHooks("spill\x00dir", max_chars=10, excerpt_chars=2)

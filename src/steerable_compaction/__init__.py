@@ -28,6 +28,7 @@ from .errors import (
     RecordConnectionError,
     RecordError,
     RecordLockedError,
+    RecordLossError,
     RequestTooLargeError,
 )
 from .harness import Harness, load_harness
@@ -114,6 +115,7 @@ __all__ = [
     "RecordConnectionError",
     "RecordError",
     "RecordLockedError",
+    "RecordLossError",
     "Reminder",
     "RequestErrorContext",
     "RequestTooLargeError",

@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import os
 import re
 import shutil
 import sys
@@ -194,6 +195,31 @@ def _new_file(path: str, flag: str) -> Path:
     return p
 
 
+def _at_least(flag: str, value: int | None, low: int) -> None:
+    """Refuse a count below `low` (`None`: not given)."""
+    if value is not None and value < low:
+        raise CliError(f"{flag} {value}: must be an integer >= {low}")
+
+
+def _directory_to_be(path: str, flag: str) -> Path:
+    """`path` as a directory to use or create: it, or its nearest existing parent, is one."""
+    p = Path(path)
+    for existing in (p, *p.parents):
+        if existing.exists():
+            if not existing.is_dir():
+                raise CliError(f"{flag} {path}: {str(existing)!r} is not a directory")
+            break
+    return p
+
+
+def _check_policy(model: str | None, window: int | None, harness: str | None = None) -> None:
+    """Resolve the policy (and read the harness) now, so a bad value stops the command early."""
+    from .harness import read_harness
+
+    knobs = {} if harness is None else read_harness(harness)["compaction"]
+    resolve_compaction_policy(model, window, **knobs)
+
+
 def _open_for_reading(path: Path) -> Record:
     """Open a record read-only; a `.db` file that is neither SQLite nor JSONL says so."""
     try:
@@ -210,6 +236,9 @@ def _open_for_reading(path: Path) -> Record:
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
+    _at_least("--limit", args.limit, 1)
+    if args.window is not None or args.model is not None:
+        _check_policy(args.model, args.window)
     chart = None if args.chart is None else _new_file(args.chart, "--chart")
     if is_postgres_url(args.record):
         reading = open_record(args.record, readonly=True)
@@ -253,6 +282,7 @@ def _window(args: argparse.Namespace) -> int | None:
 def _cmd_demo(args: argparse.Namespace) -> int:
     from .demo import DEMO_PROMPTS, DemoOptions, run_demo
 
+    _at_least("--reads", args.reads, 1)
     prompts = DEMO_PROMPTS[: args.turns]
     if args.reads is not None:
         prompts = tuple(re.sub(r"\bread \d+", f"read {args.reads}", p) for p in prompts)
@@ -291,6 +321,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     from .host.session import Session
     from .host.sessions import Sessions
     from .host.stdio import serve_stdio
+    from .providers.base import Provider
 
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="%(name)s: %(message)s")
     remote = is_postgres_url(args.record)  # a database: nothing to check or clean up on disk
@@ -299,16 +330,26 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         args.tools if args.tools is not None else ("demo" if args.provider == "demo" else "none")
     )
     window = _window(args)
+    # Every argument is checked before anything is opened, created or loaded.
+    if args.record_dir is not None:
+        _directory_to_be(args.record_dir, "--record-dir")
+    _at_least("--max-sessions", args.max_sessions, 1)
+    _at_least("--max-line-bytes", args.max_line_bytes, 1)
 
     def open_session(record: Record) -> Session:
         workspace = Workspace()  # each session gets its own provider and workspace
-        provider = build_provider(
+        return session_on(record, workspace, provider_for(workspace))
+
+    def provider_for(workspace: Workspace) -> Provider:
+        return build_provider(
             args.provider,
             model=args.model,
             base_url=args.base_url,
             window=window,
             agent=ScriptedAgent(workspace),
         )
+
+    def session_on(record: Record, workspace: Workspace, provider: Provider) -> Session:
         return Session(
             record,
             provider,
@@ -319,6 +360,9 @@ def _cmd_serve(args: argparse.Namespace) -> int:
             harness=args.harness,
         )
 
+    workspace = Workspace()
+    provider = provider_for(workspace)  # a missing model, extra or key stops here, before any file
+    _check_policy(args.model, window, args.harness)
     guard = contextlib.nullcontext() if path is None else _removed_on_error(path.parent)
     with guard:
         try:
@@ -329,7 +373,13 @@ def _cmd_serve(args: argparse.Namespace) -> int:
                 "stop it first, or read the record with `steerable-compaction inspect`"
             ) from None
         try:
-            session = open_session(record)
+            session = session_on(record, workspace, provider)
+            sessions = Sessions(
+                session,
+                directory=args.record_dir,
+                open_session=open_session,
+                max_sessions=args.max_sessions,
+            )
         except BaseException:
             record.close()
             raise
@@ -337,12 +387,6 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     sys.stdout = sys.stderr  # stray prints must never corrupt the protocol stream
     try:
         with record:
-            sessions = Sessions(
-                session,
-                directory=args.record_dir,
-                open_session=open_session,
-                max_sessions=args.max_sessions,
-            )
             print(
                 f"steerable-compaction serve: {record.location} ({record.message_count} messages), "
                 f"provider {session.provider.name}, "
@@ -526,6 +570,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         status: int = args.func(args)
+        sys.stdout.flush()  # a reader that went away is found here, not at interpreter exit
+    except BrokenPipeError:
+        # The reader closed the pipe (`inspect ... | head`): it has what it wanted. Like other
+        # Unix tools, stop quietly; stdout points at /dev/null so the exit flush stays silent.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return 0
     except CompactionError as exc:
         print(f"steerable-compaction: error: {exc}", file=sys.stderr)
         return 1

@@ -7,6 +7,7 @@ CompactionError
 │   └── ConversionError            a valid message that the target wire format cannot carry
 ├── RecordError                    the record is unreadable or violates an invariant (file and line)
 │   ├── RecordLockedError          another writer holds the record
+│   ├── RecordLossError            events the writer committed are missing (`.found`, `.written`)
 │   └── RecordConnectionError      the record's database is unreachable or dropped the connection
 ├── RecallError                    a history search or read that cannot be answered
 ├── ProviderError                  an adapter call failed (`.provider`, `.status_code`)
@@ -35,6 +36,7 @@ __all__ = [
     "RecordConnectionError",
     "RecordError",
     "RecordLockedError",
+    "RecordLossError",
     "RequestTooLargeError",
 ]
 
@@ -114,6 +116,37 @@ class RecordError(CompactionError):
 
 class RecordLockedError(RecordError):
     """A second writer tried to open a record that another writer holds."""
+
+
+class RecordLossError(RecordError):
+    """The record holds fewer events than its writer had committed (its high-water mark).
+
+    `found` events remain; the writer had committed `written`, `synced` of them to disk. A
+    writer is refused with this error and nothing is changed; a reader is only warned.
+    """
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        path: Path | str | None = None,
+        found: int,
+        written: int,
+        synced: int,
+    ) -> None:
+        self.found = found
+        self.written = written
+        self.synced = synced
+        super().__init__(reason, path=path)
+
+    def __reduce__(self) -> tuple[object, ...]:
+        kwargs = {
+            "path": self.path,
+            "found": self.found,
+            "written": self.written,
+            "synced": self.synced,
+        }
+        return (_rebuild, (type(self), (self.reason,), kwargs))
 
 
 class RecordConnectionError(RecordError):

@@ -74,10 +74,14 @@ def _read(path: str | os.PathLike[str] | None) -> dict[str, Any]:
         text = default_harness_text() if path is None else Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError("harness", where, f"a readable file ({exc.strerror})") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            "harness", where, f"a UTF-8 text file (byte {exc.start} is not UTF-8)"
+        ) from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise ConfigError("harness", where, f"valid YAML ({exc})") from None
+        raise ConfigError("harness", where, f"valid YAML ({_yaml_problem(exc)})") from None
     if data is None:
         data = {}
     if not isinstance(data, dict):
@@ -131,7 +135,17 @@ def _validate_section(
     return dict(values)
 
 
-def _validate(data: Mapping[str, Any]) -> dict[str, Any]:
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """The YAML error on one line: what is wrong and where (PyYAML spreads it over several)."""
+    if isinstance(exc, yaml.MarkedYAMLError) and exc.problem_mark is not None:
+        mark = exc.problem_mark
+        return f"{exc.problem} at line {mark.line + 1}, column {mark.column + 1}"
+    return " ".join(str(exc).split())
+
+
+def _validate(
+    data: Mapping[str, Any], spill_directory: str | os.PathLike[str] | None = None
+) -> dict[str, Any]:
     known = {"context", "compaction", *_SECTIONS}
     unknown = sorted(set(data) - known)
     if unknown:
@@ -142,14 +156,40 @@ def _validate(data: Mapping[str, Any]) -> dict[str, Any]:
     }
     for section, spec in _SECTIONS.items():
         out[section] = _validate_section(section, data.get(section) or {}, spec)
+    _check_values(out, spill_directory)
     return out
+
+
+def _spill_config(
+    config: Mapping[str, Any], spill_directory: str | os.PathLike[str] | None
+) -> dict[str, Any]:
+    """The `SpillHooks` arguments: the file's, its directory replaced if one is given."""
+    spill_cfg = {"directory": _DEFAULT_SPILL_DIR, **config["spill"]}
+    if spill_directory is not None:
+        spill_cfg["directory"] = spill_directory
+    return spill_cfg
+
+
+def _check_values(
+    config: Mapping[str, Any], spill_directory: str | os.PathLike[str] | None
+) -> None:
+    """Refuse values out of range now, not when a loop is built (the hooks check their own)."""
+    if "spill" in config["context"]:
+        SpillHooks(**_spill_config(config, spill_directory))
+    RetryHooks(**config["retry"])
+    loop = config["loop"]
+    for key, low in (("max_rounds_per_turn", 1), ("max_output_tokens", 1)):
+        value = loop.get(key)
+        if value is not None and value < low:
+            raise ConfigError(f"loop.{key}", value, f"an integer >= {low}")
 
 
 def read_harness(path: str | os.PathLike[str] | None = None) -> dict[str, Any]:
     """The harness file at `path` (`None`: the packaged one), validated, as plain data.
 
-    Raises `ConfigError` naming the first unreadable file, bad YAML or unknown or mistyped key;
-    the compaction knobs are checked when a policy is resolved from them.
+    Raises `ConfigError` naming the first unreadable or non-UTF-8 file, bad YAML, unknown or
+    mistyped key, or value out of range (the spill directory included); the compaction knobs
+    are checked when a policy is resolved from them (their range depends on the window).
     """
     return _validate(_read(path))
 
@@ -169,13 +209,16 @@ def load_harness(
     tools: Sequence[Tool] = (),
     replay_images: bool = True,
     env: Mapping[str, str] | None = None,
+    spill_directory: str | os.PathLike[str] | None = None,
 ) -> Harness:
     """Build a `CoreLoop` for `record` and `provider` from a harness file (see module doc).
 
     The summarizer is the turn provider itself (`replay_images=True`: it saw the images, so
-    they replay verbatim and the cache stays warm, R28).
+    they replay verbatim and the cache stays warm, R28). `spill_directory` replaces the file's
+    `spill.directory`; with a spill stage, the record's `spill_directory` is set to it, so the
+    history tools read the files of earlier runs too.
     """
-    config = _validate(_read(path))
+    config = _validate(_read(path), spill_directory)
     environ = os.environ if env is None else env
     overrides = dict(config["compaction"])
     if summarizer_switched_off(environ):
@@ -210,8 +253,8 @@ def load_harness(
             )
             chain.append(compaction)
         else:
-            spill_cfg = {"directory": _DEFAULT_SPILL_DIR, **config["spill"]}
-            spill = SpillHooks(**spill_cfg)
+            spill = SpillHooks(**_spill_config(config, spill_directory))
+            record.spill_directory = spill.directory
             chain.append(spill)
     chain.append(retry)
     loop = CoreLoop(

@@ -183,8 +183,8 @@ class CoreLoop:
     async def run_turn(self, user_input: str | Message) -> TurnResult:
         """Append the user's input and run rounds until the model answers without tool calls."""
         message = Message.user(user_input) if isinstance(user_input, str) else user_input
-        self.turn += 1
         self.record.append_message(message)
+        self.turn += 1  # only once the input is recorded: a refused input is no turn
         compactions: list[CompactionOutcome] = []
         retries = 0
         for used in range(1, self.max_rounds_per_turn + 1):

@@ -26,6 +26,7 @@ from pathlib import Path
 from .errors import ConfigError
 from .hooks import PreStepAction, RequestErrorContext, RetryAction, StepContext, ToolResultContext
 from .messages import ContentPart, ImagePart, TextPart, ToolResult
+from .record import Record
 from .spillfile import SPILL_PREFIX, spill_name
 
 __all__ = ["SPILL_PREFIX", "UNSPILLED_PREFIX", "SpillHooks"]
@@ -72,6 +73,7 @@ class SpillHooks:
         self.name_token = name_token
         self.max_chars = max_chars
         self.excerpt_chars = excerpt_chars
+        _check_resolved(self.directory)
         if os.path.lexists(self.directory):
             _check_directory(self.directory)
 
@@ -94,6 +96,7 @@ class SpillHooks:
         tail = self.excerpt_chars // 2
         ending = text[len(text) - tail :] if tail else ""
         try:
+            self._bind(ctx.record)
             path = self._write(seq, text)
         except (OSError, ConfigError) as exc:
             # Answer the call anyway: a lossy result beats a call left without one.
@@ -118,8 +121,21 @@ class SpillHooks:
             is_error=result.is_error,
         )
 
+    def _bind(self, record: Record) -> None:
+        """Make `record` read its spill files from this directory; refuse one set elsewhere."""
+        bound = record.spill_directory
+        if bound is None:
+            record.spill_directory = self.directory
+        elif os.path.realpath(bound) != os.path.realpath(self.directory):
+            raise ConfigError(
+                "spill.directory",
+                str(self.directory),
+                f"the record's own spill directory {str(bound)!r} (recall reads only there)",
+            )
+
     def _write(self, seq: int, text: str) -> Path:
         """Write `text` to a new file in the spill directory (`spillfile.spill_name`)."""
+        _check_resolved(self.directory)  # before `mkdir`, which would follow a symlinked parent
         if not os.path.lexists(self.directory):
             self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         _check_directory(self.directory)
@@ -163,4 +179,20 @@ def _check_directory(directory: Path) -> None:
             "spill.directory",
             str(directory),
             f"a real directory owned by you that no one else may write to ({problem})",
+        )
+
+
+def _check_resolved(directory: Path) -> None:
+    """Refuse a spill directory whose path leads through a symlink (`ConfigError` naming both)."""
+    given = os.path.abspath(directory)
+    try:
+        resolved = os.path.realpath(directory)
+    except ValueError as exc:  # a NUL character
+        raise ConfigError("spill.directory", str(directory), f"a directory path ({exc})") from None
+    if resolved != given:
+        raise ConfigError(
+            "spill.directory",
+            str(directory),
+            f"a path that resolves to itself (it leads through a symlink to {resolved!r}: "
+            "give that path)",
         )

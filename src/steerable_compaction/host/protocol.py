@@ -74,7 +74,11 @@ class RpcError(Exception):
 
 
 class Params:
-    """Named params, checked: each getter raises `RpcError(INVALID_PARAMS)` naming the key."""
+    """Named params, checked: each getter raises `RpcError(INVALID_PARAMS)` naming the key.
+
+    Text that UTF-8 cannot carry (a lone surrogate, anywhere in any param, keys included) is
+    refused here, before anything runs, naming the field: no record could store it.
+    """
 
     def __init__(self, params: Any, allowed: Sequence[str]) -> None:
         if params is None:
@@ -88,6 +92,8 @@ class Params:
                 f"unknown parameter(s) {unknown}; allowed: {sorted(allowed)}",
                 {"unknown": scrub(unknown)},
             )
+        for key, value in params.items():
+            _refuse_lone_surrogates(key, value)
         self.raw: dict[str, Any] = params
 
     def int(self, key: str, default: int, low: int, high: int | None = None) -> int:
@@ -133,10 +139,16 @@ class Params:
         return decode_messages(key, value, fmt)
 
     def text(self, key: str) -> str | None:
-        """A string, or `None` when absent or null."""
-        value = self.raw.get(key)
-        if value is not None and not isinstance(value, str):
-            raise RpcError(INVALID_PARAMS, f"{key} must be a string, got {value!r}", {"param": key})
+        """A string, or `None` when absent (`null` is refused: omit the param instead)."""
+        if key not in self.raw:
+            return None
+        value = self.raw[key]
+        if not isinstance(value, str):
+            raise RpcError(
+                INVALID_PARAMS,
+                f"{key} must be a string (omit it for the default), got {value!r}",
+                {"param": key},
+            )
         return value
 
     def user_input(self, key: str, fmt: str) -> Message | None:
@@ -164,6 +176,32 @@ def decode_messages(key: str, items: list[Any], fmt: str) -> list[Message]:
         raise RpcError(
             INVALID_PARAMS, f"{key}: {exc}", {"param": key, "index": exc.index, "field": exc.field}
         ) from None
+
+
+def _refuse_lone_surrogates(key: str, value: Any) -> None:
+    """Raise `RpcError(INVALID_PARAMS)` naming the first field of `value` with a lone surrogate.
+
+    Walked with a stack, not recursion: JSON nests as deep as the parser allows.
+    """
+    stack: list[tuple[str, Any]] = [(key, value)]
+    while stack:
+        path, item = stack.pop()
+        if isinstance(item, str):
+            found = _SURROGATE.search(item)
+            if found is not None:
+                field = scrub(path)
+                raise RpcError(
+                    INVALID_PARAMS,
+                    f"{field} holds a lone surrogate (U+{ord(found.group()):04X}) at character "
+                    f"{found.start()}: text must be valid Unicode",
+                    {"param": key, "field": field},
+                )
+        elif isinstance(item, dict):
+            for name, child in reversed(list(item.items())):
+                stack.append((f"{path}.{name}", child))
+                stack.append((f"{path}.{name}", name))  # the key itself, looked at first
+        elif isinstance(item, list):
+            stack.extend((f"{path}[{i}]", item[i]) for i in reversed(range(len(item))))
 
 
 def valid_id(value: Any) -> bool:

@@ -294,7 +294,10 @@ def plan_reconcile(record: Record, seed: Sequence[Message]) -> ReconcilePlan:
 
 
 def apply_reconcile(record: Record, plan: ReconcilePlan) -> int:
-    """Append the plan's new messages; returns how many. Refuses a plan made on another state.
+    """Append the plan's new messages in one `batch()`; returns how many.
+
+    One group commit (one SQLite or PostgreSQL transaction, one JSONL write), so a crash keeps
+    all of them or none. Refuses a plan made on another state.
 
     Raises:
         SeedConflictError: the record gained raw messages since the plan was made.
@@ -309,6 +312,7 @@ def apply_reconcile(record: Record, plan: ReconcilePlan) -> int:
             seq=None,
             matched=0,
         )
-    for message in plan.new:
-        record.append_message(message)
+    with record.batch():
+        for message in plan.new:
+            record.append_message(message)
     return len(plan.new)

@@ -5,7 +5,7 @@ type before anything runs or opens); `host.stdio.serve_stdio` runs it on stdin/s
 `steerable-compaction serve` command).
 
 Methods (params are named; unknown ones are refused; every `agent.chat.*` method also takes
-`session`, a session id, absent for the default session):
+`session`, a session id, omitted for the default session; `null` is refused):
 
 | method               | params                                           | result                 |
 |----------------------|--------------------------------------------------|------------------------|
@@ -358,7 +358,10 @@ class JsonRpcServer:
     async def _seed(self, call: _Call) -> dict[str, Any]:
         if call.session.busy:
             raise _busy()
-        return call.session.seed(call.args["messages"]).summary()
+        try:
+            return call.session.seed(call.args["messages"]).summary()
+        except ValueError as exc:
+            raise RpcError(INVALID_PARAMS, str(exc), {"param": "messages"}) from None
 
     async def _compact(self, call: _Call) -> dict[str, Any]:
         session = call.session

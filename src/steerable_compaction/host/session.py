@@ -13,7 +13,6 @@ import dataclasses
 import os
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from ..compaction import repair_tool_pairs
@@ -23,7 +22,8 @@ from ..loop import Tool, TurnResult
 from ..messages import Message, message_to_dict
 from ..policy import CompactionPolicy
 from ..providers.base import Completion, CompletionRequest, Provider, StreamDone, StreamEvent
-from ..record import CompactionBoundary, MessageAppended, Record, Usage
+from ..record import CompactionBoundary, Entry, MessageAppended, Record, Usage
+from ..record.codec import encode_body
 from ..tokens import TokenMeter
 from .events import EventSink, entry_event, usage_json
 from .reconcile import ReconcilePlan, apply_reconcile, plan_reconcile
@@ -57,6 +57,22 @@ class EventTap:
                 self.summarizer_usage = None
             if self.sink is not None:
                 self.sink(event)
+
+
+def _check_storable(name: str, messages: Sequence[Message]) -> None:
+    """Raise `ValueError` naming the first of `messages` that no record can store.
+
+    A store writes UTF-8: text holding a lone surrogate cannot be written, and a group of
+    appends that fails half-way would leave the first half recorded.
+    """
+    for index, message in enumerate(messages):
+        try:
+            encode_body(Entry(0, MessageAppended(message=message)))
+        except UnicodeEncodeError as exc:
+            raise ValueError(
+                f"{name}[{index}] holds text that is not valid Unicode ({exc.reason} at "
+                f"character {exc.start} of its JSON form); nothing was written"
+            ) from None
 
 
 class _TappedProvider:
@@ -140,9 +156,8 @@ class Session:
             max_context_tokens=window,
             tools=[_tapped_tool(t, self.tap) for t in tools],
             env=env,
+            spill_directory=spill_directory,
         )
-        if spill_directory is not None and self.harness.spill is not None:
-            self.harness.spill.directory = Path(spill_directory)
         if system is not None and len(record) == 0:
             record.append_message(Message.system(system))
         if self.harness.compaction is not None:
@@ -177,7 +192,12 @@ class Session:
         return plan_reconcile(self.record, seed)
 
     def seed(self, seed: Sequence[Message]) -> ReconcilePlan:
-        """Reconcile `seed` and append what is new (see `reconcile`)."""
+        """Reconcile `seed` and append what is new (see `reconcile`), all of it or nothing.
+
+        Raises `SeedConflictError`, or `ValueError` for a message no record can store; either
+        way nothing was written.
+        """
+        _check_storable("seed", seed)
         plan = self.plan_seed(seed)
         apply_reconcile(self.record, plan)
         self.tap.flush()
@@ -193,11 +213,13 @@ class Session:
         """Reconcile `seed` (if any), then run one turn on `message`.
 
         Without `message`, the seed's last new message must be a user message: it starts the
-        turn. Raises `SeedConflictError` (writing nothing) or `ValueError` for bad input, and
-        whatever the turn raises.
+        turn. Raises `SeedConflictError` or `ValueError` for bad input (writing nothing, the turn
+        counter unchanged), and whatever the turn raises.
         """
         if message is not None and message.role != "user":
             raise ValueError(f"the input must be a user message, got role {message.role!r}")
+        _check_storable("input", () if message is None else (message,))
+        _check_storable("seed", seed or ())
         plan = self.plan_seed(seed) if seed is not None else None
         prefix: tuple[Message, ...] = plan.new if plan is not None else ()
         if message is None:

@@ -35,7 +35,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import anthropic
+from .sdk import SdkProvider, missing_key, missing_sdk, resolve_key
+
+try:
+    import anthropic
+except ModuleNotFoundError as exc:  # the `anthropic` extra is not installed
+    raise missing_sdk(exc, "anthropic", "AnthropicProvider") from exc
 
 from ..errors import ConfigError, MessageError, ProviderError
 from ..record import Usage
@@ -49,7 +54,6 @@ from .base import (
     reply_count,
     str_or_none,
 )
-from .sdk import SdkProvider, missing_key, resolve_key
 
 __all__ = ["AnthropicProvider"]
 

@@ -118,34 +118,68 @@ OVERFLOW_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("openai input limit", re.compile(r"input tokens exceed the configured limit", re.I)),
     ("openai context window", re.compile(r"exceeds the context window", re.I)),
     ("anthropic", re.compile(r"prompt is too long", re.I)),
-    ("anthropic input", re.compile(r"input length and `max_tokens` exceed context limit", re.I)),
+    ("anthropic input", re.compile(r"input length and `?max_tokens`? exceed context limit", re.I)),
     ("anthropic 413", re.compile(r"request_too_large")),
+    ("anthropic size", re.compile(r"request size exceeds model context window", re.I)),
     (
         "llama.cpp",
         re.compile(r"exceed_context_size_error|exceeds? the available context size", re.I),
     ),
+    ("llama.cpp n_keep", re.compile(r"cannot truncate prompt with n_keep \(\d+\) >= n_ctx", re.I)),
     ("llama-cpp-python", re.compile(r"exceed context window of \d+", re.I)),
+    ("lm studio keep", re.compile(r"trying to keep the first \d+ tokens when context", re.I)),
+    (
+        "lm studio n_keep",
+        re.compile(r"tokens to keep from the initial prompt is greater than the context", re.I),
+    ),
+    ("lm studio input", re.compile(r"input length \d+ exceeds context length", re.I)),
+    ("lm studio generation", re.compile(r"reached context length of \d+ tokens", re.I)),
     ("vllm", re.compile(r"longer than the maximum model length", re.I)),
     ("vllm scheduler", re.compile(r"input prompt \(\d+ tokens\) is too long", re.I)),
-    ("ollama", re.compile(r"input length exceeds the context length", re.I)),
+    ("ollama", re.compile(r"\binput (?:length )?exceeds (?:the )?context length", re.I)),
     ("tgi", re.compile(r"`inputs` (?:tokens \+ `max_new_tokens` must be <=|must have less than)")),
-    ("gemini", re.compile(r"input token count \(\d+\) exceeds the maximum number of tokens", re.I)),
+    (
+        "gemini",
+        re.compile(r"input token count (?:\(\d+\) )?exceeds the maximum number of tokens", re.I),
+    ),
+    ("vertex", re.compile(r"input token count is \d+ but model only supports up to", re.I)),
+    ("gemini payload", re.compile(r"request payload size exceeds the limit", re.I)),
+    ("cohere", re.compile(r"too many tokens: total number of tokens.{0,40} cannot exceed", re.I)),
+    ("max_seq_len", re.compile(r"prompt_tokens \(\d+\) must be less than max_seq_len", re.I)),
+    ("max_prompt_tokens", re.compile(r"input tokens \(\d+\) has exceeded max_prompt_tokens", re.I)),
     ("bedrock", re.compile(r"input is too long for requested model", re.I)),
     ("xai", re.compile(r"maximum prompt length is \d+", re.I)),
-    ("http 413", re.compile(r"(?:request entity|payload|content) too large", re.I)),
+    (
+        "http 413",
+        re.compile(r"(?:request entity|payload|content) too large|request body size", re.I),
+    ),
     ("generic", re.compile(r"context (?:window|length) (?:exceeded|is exceeded)", re.I)),
 )
-"""Which provider error texts (code, type or message) mean "the request is too long"."""
+"""Which provider error texts (code, type or message) mean "the request is too long".
+
+A limit on the whole request's bytes (`request_too_large`, an HTTP 413 from a proxy, Gemini's
+"Request payload size exceeds the limit") counts: compaction folds old tool output and offloads
+old images, which is what makes a long session's request large. A request too large in its
+newest message alone stays too large, and the overflow retries end in
+`OverflowRetriesExhaustedError`, which says so.
+"""
 
 NOT_OVERFLOW_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    # vLLM refuses an output cap that cannot fit beside the prompt; its text also names the
-    # context length, but the prompt itself fits: compacting it is not what was asked.
+    # vLLM refuses an output cap that cannot fit beside the prompt. With the numbers in the text
+    # `classify_error` decides by them (`_OUTPUT_CAP`); this entry covers the rest.
     (
         "vllm max_tokens",
         re.compile(r"max_(?:completion_)?tokens'?(?: or '?max_completion_tokens'?)? is too large"),
     ),
 )
 """Texts that read like an overflow but are not one; they win over `OVERFLOW_PATTERNS`."""
+
+# vLLM: "'max_tokens' is too large: N. This model's maximum context length is W tokens and your
+# request has P input tokens (N > W - P)". N >= W cannot fit beside any prompt (fatal); else the
+# prompt is what crowds it out, and a shorter one makes room (overflow).
+_OUTPUT_CAP = re.compile(
+    r"is too large: (?P<cap>\d+)\. This model's maximum context length is (?P<window>\d+) tokens"
+)
 
 _RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
 
@@ -157,12 +191,22 @@ def classify_error(
 
     Context overflow wins over the status (providers report it as 400, 413, 422 or even 500),
     unless a `NOT_OVERFLOW_PATTERNS` text says otherwise; then 408/409/425/429/5xx/529 and
-    transport failures (`status_code=None`) are retryable; the rest fatal.
+    transport failures (`status_code=None`) are retryable; the rest fatal. Decided cases: a
+    per-minute token budget is a rate limit, never an overflow, even when one request exceeds
+    it alone (Groq's 413 "Request too large ... on tokens per minute"): no pattern reads it as
+    one, and its status decides (429 retryable, 413 fatal); vLLM's "max_tokens is too large" is
+    an overflow only when the cap is below the window (a shorter prompt makes room); a
+    whole-request size limit (Gemini's "Request payload size exceeds the limit") is one.
     """
     text = f"{code or ''} {message}"
-    if not any(p.search(text) for _, p in NOT_OVERFLOW_PATTERNS) and any(
-        p.search(text) for _, p in OVERFLOW_PATTERNS
-    ):
+    capped = _OUTPUT_CAP.search(text)
+    if capped is not None:
+        overflow = int(capped["cap"]) < int(capped["window"])
+    else:
+        overflow = not any(p.search(text) for _, p in NOT_OVERFLOW_PATTERNS) and any(
+            p.search(text) for _, p in OVERFLOW_PATTERNS
+        )
+    if overflow:
         return "overflow"
     if status_code is None or status_code in _RETRYABLE_STATUS or status_code >= 500:
         return "retryable"

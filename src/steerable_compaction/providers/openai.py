@@ -25,7 +25,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import openai
+from .sdk import SdkProvider, missing_key, missing_sdk, resolve_key
+
+try:
+    import openai
+except ModuleNotFoundError as exc:  # the `openai` extra is not installed
+    raise missing_sdk(exc, "openai", "OpenAIProvider") from exc
 
 from ..errors import ConfigError, MessageError, ProviderError
 from ..messages import Message
@@ -39,7 +44,6 @@ from .base import (
     reply_count,
     str_or_none,
 )
-from .sdk import SdkProvider, missing_key, resolve_key
 
 __all__ = ["OpenAIProvider"]
 

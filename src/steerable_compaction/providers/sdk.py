@@ -17,7 +17,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from ..errors import ConfigError, ProviderError
 from .base import Completion, CompletionRequest, StreamDone, StreamEvent, TextDelta, malformed_reply
 
-__all__ = ["SdkProvider", "StreamState", "missing_key", "resolve_key"]
+__all__ = ["SdkProvider", "StreamState", "missing_key", "missing_sdk", "resolve_key"]
 
 ClientT = TypeVar("ClientT")
 ErrorT = TypeVar("ErrorT", bound=Exception)
@@ -35,6 +35,16 @@ class StreamState(Protocol):
 
 class _Closable(Protocol):
     async def close(self) -> None: ...
+
+
+def missing_sdk(exc: ModuleNotFoundError, package: str, cls: str) -> ModuleNotFoundError:
+    """The error for `cls` imported without its SDK: it names the extra that installs it."""
+    why = "is not installed" if exc.name == package else f"cannot be imported ({exc})"
+    return ModuleNotFoundError(
+        f"{cls} needs the {package!r} package, which {why}: "
+        f"pip install 'steerable-compaction[{package}]'",
+        name=exc.name,
+    )
 
 
 def missing_key(env_var: str, vendor: str, cls: str, hint: str = "") -> ConfigError:

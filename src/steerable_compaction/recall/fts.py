@@ -1,12 +1,13 @@
 """The SQLite index: an FTS5 table with the `trigram` tokenizer inside the record's database.
 
 The table `recall_fts_v1` is contentless: row `rowid = seq` holds the normalized text of the
-message at that seq (`normalize(searchable(message))`), and no copy of it is kept, since the record
-holds the messages. Once attached, a writer indexes each message inside the transaction that
-appends it, so the index commits or rolls back with its entry. Messages appended while no index
-was attached (by an older version, or before the first search) are indexed in one transaction
-when a writer next attaches: the table holds every message up to its largest rowid, and none
-after, so that rowid is the index's watermark and crash recovery needs no other bookkeeping.
+message at that seq (`normalize(searchable(message, record.spill_directory))`), and no copy of
+it is kept, since the record holds the messages. Once attached, a writer indexes each message
+inside the transaction that appends it, so the index commits or rolls back with its entry.
+Messages appended while no index was attached (by an older version, or before the first search)
+are indexed in one transaction when a writer next attaches: the table holds every message up to
+its largest rowid, and none after, so that rowid is the index's watermark and crash recovery
+needs no other bookkeeping.
 
 The tokenizer is case-sensitive over text that is already case-folded, so a quoted term matches
 exactly its substrings; terms are passed as quoted strings, so no query text is FTS5 syntax.
@@ -19,7 +20,9 @@ import logging
 import sqlite3
 import weakref
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 
+from ..messages import Message
 from ..record import Entry, MessageAppended, SqliteRecord
 from .memory import Catalog
 from .text import normalize, searchable
@@ -90,8 +93,9 @@ class FtsIndex:
                     return False
                 conn.execute(_CREATE)
             watermark = _read_watermark(conn)
+            spill = record.spill_directory
             backlog = [
-                (entry.seq, normalize(searchable(entry.event.message)))
+                (entry.seq, _row_text(entry.event.message, spill))
                 for entry in record.entries[watermark + 1 :]
                 if isinstance(entry.event, MessageAppended)
             ]
@@ -148,6 +152,16 @@ class FtsIndex:
             newest = rows[-1][0] - 1
 
 
+def _row_text(message: Message, spill_directory: Path | None) -> str:
+    """What a message's row holds: its normalized text, each NUL as a space.
+
+    FTS5 reads a text only up to its first NUL, and no query term holds one (`parse_query`), so
+    a space in its place proposes the same candidates. Rows written before this was so hold
+    their text up to its first NUL.
+    """
+    return normalize(searchable(message, spill_directory)).replace("\x00", " ")
+
+
 def _read_watermark(conn: sqlite3.Connection) -> int:
     row = conn.execute(f"SELECT rowid FROM {TABLE} ORDER BY rowid DESC LIMIT 1").fetchone()
     return -1 if row is None else int(row[0])
@@ -160,7 +174,8 @@ def _install_hook(record: SqliteRecord) -> None:
     def index_entry(entry: Entry) -> None:
         owner = ref()
         conn = None if owner is None else _connection(owner)
-        if conn is not None and isinstance(entry.event, MessageAppended):
-            conn.execute(_INSERT, (entry.seq, normalize(searchable(entry.event.message))))
+        if owner is not None and conn is not None and isinstance(entry.event, MessageAppended):
+            text = _row_text(entry.event.message, owner.spill_directory)
+            conn.execute(_INSERT, (entry.seq, text))
 
     record._on_append = index_entry  # type: ignore[method-assign]

@@ -7,6 +7,7 @@ searches pay only for what came since.
 
 from __future__ import annotations
 
+import os
 import re
 from array import array
 from collections.abc import Iterator, Sequence
@@ -123,15 +124,17 @@ class WordIndex:
         self._grams: dict[str, array[int]] = {}  # trigram → ids of the words holding it
         self.done = 0  # entries read so far
 
-    def update(self, entries: Sequence[Entry]) -> None:
-        """Index the messages appended since the last update."""
+    def update(
+        self, entries: Sequence[Entry], spill_directory: str | os.PathLike[str] | None = None
+    ) -> None:
+        """Index the messages appended since the last update (spill files read from there)."""
         postings = self._postings
         for entry in entries[self.done :]:
             event = entry.event
             if not isinstance(event, MessageAppended):
                 continue
             seq = entry.seq
-            folded = searchable(event.message).casefold()
+            folded = searchable(event.message, spill_directory).casefold()
             for token in _tokens(folded):
                 seqs = postings.get(token)
                 if seqs is None:

@@ -118,7 +118,7 @@ class _State:
                 return self.fts
         if self.words is None:
             self.words = WordIndex()
-        self.words.update(record.entries)
+        self.words.update(record.entries, record.spill_directory)
         return self.words
 
 
@@ -175,7 +175,7 @@ def search_history(record: Record, query: str, *, limit: int = 5) -> list[Histor
                     seq=seq,
                     role=message.role,
                     tool_name=state.catalog.tool_names.get(seq),
-                    snippet=snippet(searchable(message), terms),
+                    snippet=snippet(searchable(message, record.spill_directory), terms),
                     tokens=estimate_tokens(message),
                 )
             )
@@ -228,7 +228,7 @@ def _verify(
         checked += 1
         if budget is not None and checked > budget:
             break
-        text = normalize(searchable(message))
+        text = normalize(searchable(message, record.spill_directory))
         if matches(text, terms):
             found.append((seq, text))
             if len(found) >= RANK_WINDOW:
@@ -274,7 +274,7 @@ def read_history(
                 + _nearest(record, state.catalog, visibility, seq)
             )
         tool_name = state.catalog.tool_names.get(seq)
-    text = render(event.message)
+    text = render(event.message, record.spill_directory)
     if offset > len(text) or (offset == len(text) and text):
         raise RecallError(
             f"offset {offset} is past the end of seq {seq}, which has {len(text)} characters"

@@ -3,11 +3,13 @@
 Both index kinds (the in-memory word index and SQLite FTS5) only propose candidates; whether a
 message matches, and how the matches rank, is decided here, so both return the same hits.
 
-- `render(message)`: the message as text: its text, each tool call on its own line as
-  `[tool call NAME (id ID)] ARGUMENTS`, each image as `[image: MEDIA_TYPE, N bytes]` or
-  `[image: URL]`, a failed tool result prefixed `[tool error] `.
-- `searchable(message)`: what search matches: `render` without calls to the history tools
-  (their arguments only repeat a query).
+- `render(message, spill_directory)`: the message as text: its text, each tool call on its own
+  line as `[tool call NAME (id ID)] ARGUMENTS`, each image as `[image: MEDIA_TYPE, N bytes]` or
+  `[image: URL]`, a failed tool result prefixed `[tool error] `; a spill pointer as the whole
+  output its file in `spill_directory` holds, or as the pointer followed by
+  `[the full output is not available: REASON]` (`spillfile.read_spilled`).
+- `searchable(message, spill_directory)`: what search matches: `render` without calls to the
+  history tools (their arguments only repeat a query).
 - `normalize(text)`: case-folded (`str.casefold`), whitespace runs collapsed to one space.
 - `parse_query(query)`: the terms. Words are split on whitespace; a `"quoted phrase"` is one
   term (an unclosed quote runs to the end); inside a word, runs of Chinese, Japanese or Korean
@@ -18,6 +20,7 @@ message matches, and how the matches rank, is decided here, so both return the s
 from __future__ import annotations
 
 import math
+import os
 import re
 from collections.abc import Sequence
 
@@ -32,6 +35,7 @@ __all__ = [
     "MAX_TERMS",
     "MIN_INDEXED_CHARS",
     "SNIPPET_CHARS",
+    "UNAVAILABLE",
     "matches",
     "normalize",
     "parse_query",
@@ -54,6 +58,9 @@ MIN_INDEXED_CHARS = 3
 """Terms shorter than this are not looked up in an index (trigrams need three characters);
 they are checked on the candidates of the query's other terms."""
 
+UNAVAILABLE = "[the full output is not available: "
+"""What follows a spill pointer whose file cannot be read, before the reason and `]`."""
+
 SNIPPET_CHARS = 240
 """The longest snippet, not counting the `…` marks at clipped ends."""
 
@@ -73,11 +80,12 @@ _SATURATION = 1.2
 _LENGTH_WEIGHT = 0.75
 
 
-def render(message: Message) -> str:
+def render(message: Message, spill_directory: str | os.PathLike[str] | None = None) -> str:
     """The message as one text: what `history_read` pages and what search matches.
 
-    A spilled tool result reads as the whole output its spill file holds (verified), not as
-    the pointer and excerpt the transcript kept.
+    A spilled tool result reads as the whole output its file in `spill_directory` holds
+    (verified), not as the pointer and excerpt the transcript kept; a pointer that cannot be
+    read keeps its text and says why (`UNAVAILABLE`).
     """
     items: list[tuple[bool, str]] = []  # (is a line of its own, text)
     error = False
@@ -93,7 +101,7 @@ def render(message: Message) -> str:
             for item in part.content:
                 text = item.text if isinstance(item, TextPart) else _image_line(item)
                 if isinstance(item, TextPart) and text.startswith(SPILL_PREFIX):
-                    text = read_spilled(text) or text
+                    text = _unspilled(text, spill_directory)
                 items.append((not isinstance(item, TextPart), text))
     out: list[str] = ["[tool error] "] if error else []
     first = len(out)
@@ -107,14 +115,21 @@ def render(message: Message) -> str:
     return "".join(out)
 
 
-def searchable(message: Message) -> str:
+def _unspilled(pointer: str, spill_directory: str | os.PathLike[str] | None) -> str:
+    read = read_spilled(pointer, spill_directory)
+    if read.text is not None:
+        return read.text
+    return f"{pointer}\n{UNAVAILABLE}{read.reason}]"
+
+
+def searchable(message: Message, spill_directory: str | os.PathLike[str] | None = None) -> str:
     """What search matches in `message`: `render` without its calls to the history tools."""
     if not any(isinstance(p, ToolCall) and p.name in HISTORY_TOOL_NAMES for p in message.parts):
-        return render(message)
+        return render(message, spill_directory)
     parts = tuple(
         p for p in message.parts if not (isinstance(p, ToolCall) and p.name in HISTORY_TOOL_NAMES)
     )
-    return render(Message(role=message.role, parts=parts))
+    return render(Message(role=message.role, parts=parts), spill_directory)
 
 
 def _image_line(image: ImagePart) -> str:

@@ -25,6 +25,7 @@ a crash before the group is written loses all of it.
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
@@ -107,6 +108,7 @@ class Record(ABC):
         self._batch_sync = False  # an append in the open batch asked to be synced
         self._broken: str | None = None  # why appends are refused (what was written is lost)
         self._closed = False
+        self._spill_directory: Path | None = None
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -129,6 +131,19 @@ class Record(ABC):
     def closed(self) -> bool:
         """Whether `close()` has run."""
         return self._closed
+
+    @property
+    def spill_directory(self) -> Path | None:
+        """Where this record's spilled tool outputs are, as the spill stage gave it (`None`: unset).
+
+        Set by whoever spills into the record (`load_harness`, or `SpillHooks` at its first
+        spill); not persisted. Recall reads a spill pointer's file only from this directory.
+        """
+        return self._spill_directory
+
+    @spill_directory.setter
+    def spill_directory(self, directory: str | os.PathLike[str] | None) -> None:
+        self._spill_directory = None if directory is None else Path(directory)
 
     @property
     def entries(self) -> Sequence[Entry]:

@@ -3,7 +3,9 @@
 One writer at a time: a writer holds an exclusive `flock` for its lifetime (released by the OS
 if the process dies); readers never lock and never write. A writer also remembers which file it
 opened: if the path is unlinked or replaced while it is open, its next append raises
-`RecordError` instead of writing where nobody will ever read.
+`RecordError` instead of writing where nobody will ever read. A writer keeps a high-water mark
+beside the file (`mark`), and every open checks the record against it: a writer is refused a
+record shorter than its mark (`RecordLossError`), a reader warned.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Any
 from ..errors import RecordError, RecordLockedError
 from .base import FsyncPolicy, Record
 from .codec import CHECKED_SINCE
+from .mark import Mark, MarkWriter, check_mark, read_mark
 
 __all__ = ["FileRecord", "bulk_load", "fsync_dir", "identity", "lock_writer", "sync"]
 
@@ -102,6 +105,8 @@ class FileRecord(Record):
     _checked = False  # a checksummed entry was loaded: older ones may no longer follow
     _unchecked = 0  # entries of a schema before checksums
     _told_unchecked = False
+    _seen_mark: Mark | None = None  # the mark as it was before the record was read
+    _mark: MarkWriter | None = None  # this writer's mark
 
     def __init__(
         self,
@@ -112,12 +117,17 @@ class FileRecord(Record):
     ) -> None:
         super().__init__(path=Path(path), readonly=readonly, fsync=fsync)
         try:
-            self._check_regular()
+            created = not self._check_regular()
+            self._seen_mark = None if created else read_mark(self.file)
             if readonly:
                 self._open_reader()
             else:
                 self._open_writer()
             self._read()
+            check_mark(self._seen_mark, len(self._entries), record=self.file, readonly=readonly)
+            self._loaded()
+            if not readonly:
+                self._start_mark(reset=created)
         except BaseException:
             self._close()
             raise
@@ -128,17 +138,41 @@ class FileRecord(Record):
         assert self._path is not None
         return self._path
 
-    def _check_regular(self) -> None:
+    def _check_regular(self) -> bool:
+        """Whether the record file exists (a writer creates it); `RecordError` if not a file."""
         try:
             st = os.stat(self.file)
         except FileNotFoundError:
             if self._readonly:
                 raise RecordError("no such record", path=self.file) from None
-            return
+            return False
         except OSError as exc:
             raise RecordError(f"cannot open: {exc.strerror}", path=self.file) from None
         if not stat.S_ISREG(st.st_mode):
             raise RecordError("not a record: not a regular file", path=self.file)
+        return True
+
+    def _loaded(self) -> None:
+        """Called once the record is read and checked against its mark, before any write."""
+
+    def _start_mark(self, *, reset: bool) -> None:
+        """Keep this writer's high-water mark from the entries loaded (a new one if `reset`)."""
+        try:
+            self._mark = MarkWriter(self.file, len(self._entries), reset=reset)
+        except OSError as exc:
+            logger.warning("%s: no high-water mark is kept (%s)", self.file, exc.strerror or exc)
+
+    def _advance_mark(self, written: int, *, synced: bool) -> None:
+        """Count `written` entries as committed (`synced`: on stable storage) in the mark."""
+        if self._mark is not None:
+            self._mark.advance(written, synced=synced)
+
+    def _close_mark(self, *, synced: bool) -> None:
+        """Count what a clean close leaves (unless an append failed) and release the mark."""
+        if self._mark is not None:
+            if self._broken is None:
+                self._mark.advance(len(self._entries), synced=synced)
+            self._mark.close()
 
     @abstractmethod
     def _open_reader(self) -> None:

@@ -42,9 +42,11 @@ def _is_torn(tail: bytes) -> bool:
 class JsonlRecord(FileRecord):
     """A record in a JSON Lines file: one event a line, one `write` an append (or a batch).
 
-    On open, an incomplete final line (a write torn by a crash) is dropped with a warning, and a
-    writer truncates it away before appending. Any other bad line, a complete final one
-    included, raises `RecordError` naming the file and line, and the file is left as it was.
+    On open, an incomplete final line (a write torn by a crash) is dropped with a warning that
+    reports the last seq found against the writer's high-water mark (`mark`), and a writer
+    truncates it away before appending, once the file is known to hold every committed line.
+    Any other bad line, a complete final one included, raises `RecordError` naming the file and
+    line, and the file is left as it was.
     """
 
     _fd: int | None = None
@@ -52,6 +54,7 @@ class JsonlRecord(FileRecord):
     _offset = 0
     _line = 0
     _needs_newline = False
+    _torn: tuple[int, int] | None = None  # a writer's torn final line: (line, bytes), to drop
 
     def _open_reader(self) -> None:
         """Nothing to hold open: each read opens the file afresh."""
@@ -136,19 +139,13 @@ class JsonlRecord(FileRecord):
         if _is_torn(tail):
             if self._readonly:
                 logger.warning(
-                    "%s: ignoring an incomplete final line (%d bytes, no newline)", where, len(tail)
+                    "%s: ignoring an incomplete final line (%d bytes, no newline)%s",
+                    where,
+                    len(tail),
+                    self._recovery(),
                 )
                 return 0
-            assert self._fd is not None
-            logger.warning(
-                "%s: dropping a torn final line (%d bytes, no newline) left by an interrupted "
-                "write; truncating the file to %d bytes",
-                where,
-                len(tail),
-                self._offset,
-            )
-            os.ftruncate(self._fd, self._offset)
-            sync(self._fd)
+            self._torn = (line, len(tail))  # dropped in `_loaded`, once checked against the mark
             return 0
         if not tail.startswith(_LINE_START):
             raise RecordError(
@@ -165,6 +162,35 @@ class JsonlRecord(FileRecord):
         self._needs_newline = True
         self._offset += len(tail)
         return 1
+
+    def _recovery(self) -> str:
+        """How far the file goes against how far its writer got, where a mark says so."""
+        found = len(self._entries)
+        mark = self._seen_mark
+        if mark is None:
+            return f"; the last seq found is {found - 1} (no high-water mark to compare with)"
+        return (
+            f"; the last seq found is {found - 1}, the writer had committed up to seq "
+            f"{mark.written - 1}, synced up to seq {mark.synced - 1}"
+        )
+
+    def _loaded(self) -> None:
+        """Drop a torn final line now that the file is known to hold every committed line."""
+        if self._torn is None:
+            return
+        (line, size), self._torn = self._torn, None
+        assert self._fd is not None
+        logger.warning(
+            "%s:%d: dropping a torn final line (%d bytes, no newline) left by an interrupted "
+            "write; truncating the file to %d bytes%s",
+            self.file,
+            line,
+            size,
+            self._offset,
+            self._recovery(),
+        )
+        os.ftruncate(self._fd, self._offset)
+        sync(self._fd)
 
     def _persist(self, entry: Entry, *, durable: bool) -> None:
         newline = self._needs_newline
@@ -204,12 +230,20 @@ class JsonlRecord(FileRecord):
             raise RecordError(f"cannot append: {exc.strerror}", path=self.file) from None
         self._offset += len(data)
         self._check_identity()
+        self._advance_mark(self._line, synced=durable)
 
     def _close(self) -> None:
-        if self._fd is not None:
-            fd, self._fd = self._fd, None
+        if self._fd is None:
+            self._close_mark(synced=False)  # a reader, or a writer that never opened
+            return
+        fd, self._fd = self._fd, None
+        synced = False
+        try:
+            if self._fsync != "never":
+                sync(fd)
+                synced = True
+        finally:
             try:
-                if self._fsync != "never":
-                    sync(fd)
+                self._close_mark(synced=synced)  # while the lock still keeps other writers out
             finally:
                 os.close(fd)  # also releases the flock

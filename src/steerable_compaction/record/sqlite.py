@@ -7,6 +7,13 @@ batch, and on close, so it never runs ahead of the rows: fewer rows than it coun
 were lost, which no checksum could show. A database written before checksums (one `events`
 table, no mark) still opens; a writer adds the mark and the count. Any other database, or any
 other file, is refused and left untouched.
+
+The count lives in the database, so it goes through the write-ahead log with the rows it
+counts: a log cut or damaged after a crash loses both, and SQLite replays its valid prefix
+without a word. The writer's high-water mark (`record.mark`, a file beside the database) is
+what notices that; a writer checks it through a read-only connection before it opens a
+writable one, because closing the last writable connection checkpoints the log into the
+database and deletes it, which would destroy what a refused open must leave untouched.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from ..errors import RecordError, RecordLockedError
 from .codec import encode_body, iter_lines, iter_rows
 from .events import Entry
 from .files import FileRecord, identity, lock_writer, sync
+from .mark import check_mark
 
 __all__ = ["APPLICATION_ID", "SqliteRecord"]
 
@@ -69,6 +77,8 @@ class SqliteRecord(FileRecord):
         if not self.file.exists():
             # Created here so that it is private from the start; an existing file keeps its mode.
             os.close(os.open(self.file, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600))
+        elif self._seen_mark is not None:
+            self._check_before_writing()
         self._conn = self._connect(str(self.file))
         kind = self._identify()
         conn = self._conn
@@ -93,6 +103,20 @@ class SqliteRecord(FileRecord):
             raise self._error(exc) from None
         self._counted = True
         self._identity = identity(os.stat(self.file))
+
+    def _check_before_writing(self) -> None:
+        """Compare the rows with the mark through a read-only connection (see the module)."""
+        conn = self._connect(f"{self.file.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            newest = conn.execute("SELECT max(seq) FROM events").fetchone()[0]
+        except _ERRORS as exc:
+            if "no such table" not in str(exc):
+                raise self._error(exc) from None
+            newest = None  # an empty database
+        finally:
+            conn.close()
+        found = 0 if type(newest) is not int else newest + 1
+        check_mark(self._seen_mark, found, record=self.file, readonly=False)
 
     def _connect(self, where: str, *, uri: bool = False) -> sqlite3.Connection:
         try:
@@ -283,6 +307,7 @@ class SqliteRecord(FileRecord):
 
     def _persist(self, entry: Entry, *, durable: bool) -> None:
         assert self._conn is not None
+        synced = durable  # `every_event` syncs each commit (FULL), `every_boundary` this one
         body = encode_body(entry).decode("utf-8")
         try:
             if self._batching:
@@ -306,6 +331,7 @@ class SqliteRecord(FileRecord):
         except _ERRORS as exc:
             raise RecordError(f"cannot append: {exc}", path=self.file, line=entry.seq) from None
         self._check_identity()
+        self._advance_mark(entry.seq + 1, synced=synced)
 
     def _transaction(self, entry: Entry, body: str, *, count: bool) -> None:
         """Insert one entry in its own transaction (with the row count, if `count`)."""
@@ -370,6 +396,7 @@ class SqliteRecord(FileRecord):
             raise RecordError(f"cannot commit: {exc}", path=self.file) from None
         self._count = len(self._entries)
         self._check_identity()
+        self._advance_mark(len(self._entries), synced=durable)
 
     def _close(self) -> None:
         if self._conn is not None:
@@ -382,7 +409,8 @@ class SqliteRecord(FileRecord):
                     )
                 except _ERRORS as exc:
                     logger.warning("%s: the row count stays behind: %s", self.file, exc)
-            conn.close()
+            conn.close()  # the last connection checkpoints the log: synced, unless `never`
+        self._close_mark(synced=self._fsync != "never")
         if self._lock_fd is not None:
             fd, self._lock_fd = self._lock_fd, None
             try:  # leave nothing behind: remove the lock file while still holding it

@@ -16,9 +16,10 @@ from typing import TextIO
 
 from ..errors import ConfigError
 from ..harness import read_harness
+from ..policy import resolve_compaction_policy
 from .personalities import PERSONALITIES
 from .runner import ARM_NAMES, ARMS, PEER_ARMS, EvalResults, RunResult, run_eval
-from .tasks import TASK_NAMES
+from .tasks import TASK_NAMES, build_task
 
 __all__ = ["add_eval_command", "format_table", "run_eval_command", "worst_by_arm"]
 
@@ -91,6 +92,15 @@ def add_eval_command(subparsers: argparse._SubParsersAction[argparse.ArgumentPar
         "baselines (default: the packaged one; other arms keep the default policy)",
     )
     parser.set_defaults(func=run_eval_command)
+
+
+def _check_out(out: Path) -> None:
+    """Refuse an `--out` that cannot become a directory, before any session runs."""
+    for path in (out, *out.parents):
+        if path.exists():
+            if not path.is_dir():
+                raise ValueError(f"--out {out}: {path} exists and is not a directory")
+            return
 
 
 def _names(values: Sequence[str], known: Sequence[str], kind: str) -> list[str]:
@@ -286,15 +296,21 @@ def run_eval_command(
             raise ValueError(f"--scale must be in (0, 4], got {args.scale}")
         if args.summary_ratio < 1:
             raise ValueError(f"--summary-ratio must be >= 1, got {args.summary_ratio}")
+        _check_out(args.out)
     except ValueError as exc:
         err.write(f"steerable-compaction eval: error: {exc}\n")
         return 2
     try:
-        if args.harness is not None:
-            read_harness(args.harness)  # a missing or bad file is refused before anything runs
-        err.write(
-            f"running {len(tasks) * len(arms)} sessions ({len(tasks)} tasks x {len(arms)} arms)\n"
-        )
+        if args.harness is not None:  # a bad file or knob is refused before anything runs
+            knobs = read_harness(args.harness)["compaction"]
+            for name in tasks:  # knobs range by window: each task's, as `run_eval` checks them
+                window = build_task(name, args.seed, scale=args.scale).window
+                resolve_compaction_policy(args.model, window, **knobs)
+        each = f"{len(tasks)} tasks x {len(arms)} arms"
+        if len(summarizers) > 1:
+            each += f" x {len(summarizers)} summarizers"
+        total = len(tasks) * len(arms) * len(summarizers)
+        err.write(f"running {total} sessions ({each})\n")
         results = run_eval(
             tasks,
             arms,

@@ -273,7 +273,9 @@ def scratch_directory() -> Iterator[str]:
     `TMPDIR` can shift the figures slightly. `os.mkdir` never reuses or follows what is already
     there, so concurrent runs take different numbers.
     """
-    root = Path(tempfile.gettempdir())
+    # Resolved: a spill directory under a symlinked parent is refused (macOS's /tmp and /var
+    # are symlinks into /private).
+    root = Path(os.path.realpath(tempfile.gettempdir()))
     for n in itertools.count():
         path = root / f"steerable-sim-{n}"
         try:
