@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from steerable_compaction import ConfigError, Message
-from steerable_compaction.compaction import SummaryRequest
+from steerable_compaction import ConfigError, Message, Tool, ToolCall
+from steerable_compaction.compaction import SummaryRequest, is_summary_instruction
 from steerable_compaction.engine import CompactionHooks
 from steerable_compaction.harness import (
     SUMMARIZER_ENV,
@@ -14,9 +14,11 @@ from steerable_compaction.harness import (
     load_harness,
     read_harness,
 )
+from steerable_compaction.providers.base import CompletionRequest
 from steerable_compaction.record import MemoryRecord
 from steerable_compaction.retry import RetryHooks
-from steerable_compaction.spill import SpillHooks
+from steerable_compaction.spill import SPILL_PREFIX, SpillHooks
+from steerable_compaction.testing import CachingProvider
 
 from .test_loop import TOOLS, Queue
 
@@ -244,3 +246,68 @@ def test_a_missing_harness_file_is_a_config_error(tmp_path: Path) -> None:
         load_harness(
             tmp_path / "nope.yaml", provider=Queue(), record=MemoryRecord(), model="gpt-4o", env={}
         )
+
+
+# -- what counts as oversized follows the window (issue 30 item 7) --------------------------------
+
+
+def _one_big_read(chars: int) -> list[Tool]:
+    async def read_dump(arguments: object) -> str:
+        return "\n".join(
+            f"line {i}: worker {i} answered in {i % 97} ms" for i in range(chars // 40)
+        )
+
+    return [Tool(name="read_dump", fn=read_dump)]
+
+
+@pytest.mark.parametrize("window", [2_048, 8_192, 200_000])
+@pytest.mark.parametrize("chars", [39_000, 45_000])
+async def test_no_single_result_leaves_a_turn_stuck(
+    window: int, chars: int, tmp_path: Path
+) -> None:
+    """A result too large for the window is spilled (a share of it, in tokens), never stuck.
+
+    Issue 30: in an 8k window a 39,000-character result was under the fixed 40,000-character
+    bound, the newest-turn rule protected it from folding, and the turn ended in
+    `OverflowRetriesExhaustedError`.
+    """
+    answers = iter(
+        [
+            Message.assistant(None, [ToolCall(id="c1", name="read_dump", arguments="{}")]),
+            Message.assistant("Read it."),
+        ]
+    )
+
+    def answer(request: CompletionRequest) -> Message | str:
+        if is_summary_instruction(request.messages[-1].text):
+            return "## Current Work\nRead the dump: worker 1 answered in 1 ms."
+        return next(answers)
+
+    record = MemoryRecord()
+    record.append_message(Message.system("You read dumps."))
+    harness = load_harness(
+        provider=CachingProvider(answer, window=window),
+        record=record,
+        model=None,
+        max_context_tokens=window,
+        tools=_one_big_read(chars),
+        env={},
+        spill_directory=tmp_path / "spill",
+    )
+    result = await harness.loop.run_turn("Read the dump.")
+    assert result.reply == Message.assistant("Read it.")
+    (stored,) = [m for m in record.messages() if m.tool_result is not None]
+    small = window < 100_000
+    assert stored.text.startswith(SPILL_PREFIX) is (small or chars > 40_000)
+    assert (
+        harness.spill is not None and harness.spill.max_tokens == harness.policy.limit_tokens // 2
+    )
+
+
+def test_a_harness_may_set_the_token_bound_of_spill(tmp_path: Path) -> None:
+    """`spill.max_tokens` in the file wins over the window's share."""
+    path = harness_file(tmp_path, "spill:\n  max_tokens: 1234\n")
+    harness = load_harness(
+        path, provider=Queue(), record=MemoryRecord(), model=None, max_context_tokens=8_192, env={}
+    )
+    assert harness.spill is not None and harness.spill.max_tokens == 1234

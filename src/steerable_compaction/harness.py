@@ -37,7 +37,12 @@ _DEFAULT_SPILL_DIR = ".steerable/spill"  # relative to the working directory
 _CONTEXT_HOOKS = ("pressure_compaction", "spill")
 _SECTIONS: dict[str, dict[str, tuple[type | tuple[type, ...], bool]]] = {
     # section -> key -> (accepted types, may be null)
-    "spill": {"directory": (str, False), "max_chars": (int, False), "excerpt_chars": (int, False)},
+    "spill": {
+        "directory": (str, False),
+        "max_chars": (int, False),
+        "excerpt_chars": (int, False),
+        "max_tokens": (int, True),
+    },
     "retry": {
         "max_retries": (int, False),
         "base_delay_s": ((int, float), False),
@@ -253,7 +258,11 @@ def load_harness(
             )
             chain.append(compaction)
         else:
-            spill = SpillHooks(**_spill_config(config, spill_directory))
+            spill_cfg = _spill_config(config, spill_directory)
+            if spill_cfg.get("max_tokens") is None:
+                # Oversized follows the window: half of what a request may carry.
+                spill_cfg["max_tokens"] = max(policy.limit_tokens // 2, 1)
+            spill = SpillHooks(**spill_cfg)
             record.spill_directory = spill.directory
             chain.append(spill)
     chain.append(retry)

@@ -28,6 +28,7 @@ from .hooks import PreStepAction, RequestErrorContext, RetryAction, StepContext,
 from .messages import ContentPart, ImagePart, TextPart, ToolResult
 from .record import Record
 from .spillfile import SPILL_PREFIX, spill_name
+from .tokens import estimate_tokens
 
 __all__ = ["SPILL_PREFIX", "UNSPILLED_PREFIX", "SpillHooks"]
 
@@ -44,7 +45,12 @@ def random_token() -> str:
 
 
 class SpillHooks:
-    """Spill tool results whose text exceeds `max_chars` into `directory`.
+    """Spill tool results whose text exceeds `max_chars`, or `max_tokens`, into `directory`.
+
+    `max_tokens` (estimated tokens, `None`: no token bound) makes "oversized" follow the
+    window: the harness sets it to half of what a request may carry, so a result that a small
+    window could never hold is spilled however few characters it has; the excerpt kept then
+    shrinks with it (at most `max_tokens // 2` characters).
 
     `name_token` gives the 8 hex digits of each file name (`random_token` by default). Pass a
     deterministic one only where reproducible names matter more than unguessable ones (the
@@ -58,10 +64,12 @@ class SpillHooks:
         max_chars: int = 40_000,
         excerpt_chars: int = 2_000,
         name_token: Callable[[], str] = random_token,
+        max_tokens: int | None = None,
     ) -> None:
         for key, value, low in (
             ("spill.max_chars", max_chars, 1),
             ("spill.excerpt_chars", excerpt_chars, 0),
+            *((("spill.max_tokens", max_tokens, 1),) if max_tokens is not None else ()),
         ):
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise ConfigError(key, value, f"an integer >= {low}")
@@ -73,6 +81,7 @@ class SpillHooks:
         self.name_token = name_token
         self.max_chars = max_chars
         self.excerpt_chars = excerpt_chars
+        self.max_tokens = max_tokens
         _check_resolved(self.directory)
         if os.path.lexists(self.directory):
             _check_directory(self.directory)
@@ -89,11 +98,19 @@ class SpillHooks:
         """Return `ctx.result`, or a pointer to the file its text was spilled into."""
         result = ctx.result
         text = result.text
-        if len(text) <= self.max_chars:
+        by_tokens = (
+            self.max_tokens is not None
+            and len(text) > self.max_tokens  # a token is at least a character: cheap filter
+            and estimate_tokens(text) > self.max_tokens
+        )
+        if len(text) <= self.max_chars and not by_tokens:
             return result
         seq = len(ctx.record)  # the seq this result's message will get
-        head = self.excerpt_chars - self.excerpt_chars // 2
-        tail = self.excerpt_chars // 2
+        keep = self.excerpt_chars
+        if self.max_tokens is not None:
+            keep = min(keep, self.max_tokens // 2)
+        head = keep - keep // 2
+        tail = keep // 2
         ending = text[len(text) - tail :] if tail else ""
         try:
             self._bind(ctx.record)
