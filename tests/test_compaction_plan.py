@@ -256,3 +256,18 @@ def test_a_summary_keeps_the_users_own_messages_from_its_span() -> None:
     )
     assert isinstance(small, SummaryNeeded)
     assert [messages[i].text for i in small.kept] == ["Use port 8443."]  # the long one skipped
+
+
+def test_r18_the_plans_fold_stops_at_the_tail_horizon() -> None:
+    """R18 through the planner: a fold-first rewrite edits nothing from the tail on.
+
+    The tail (6 messages) holds 3 results while the newest 2 are kept from folding anyway: a
+    horizon moved to the end of the transcript would fold the third (issue 30 item 9).
+    """
+    messages = session(8)
+    knobs = Knobs(threshold_tokens=10**9, keep_last_messages=6, keep_last_tool_results=2)
+    plan = plan_compaction(messages, knobs, pressure=total(messages), estimate=est)
+    assert isinstance(plan, FoldRewrite) and plan.prune.changed and not plan.horizonless
+    tail = plan.regions.tail_start
+    assert sum(m.role == "tool" for m in messages[tail:]) == 3
+    assert all(edit.index < tail for edit in plan.prune.edits)

@@ -243,3 +243,18 @@ def test_r21_a_summary_or_reminder_is_never_taken_as_the_goal() -> None:
     regions = select_regions(messages, 2)
     assert regions.head_end == 1
     assert regions.middle[0] == 1
+
+
+def test_r23_the_tail_holds_the_newest_assistant_message_even_without_calls() -> None:
+    """R23: commands typed as text, outputs as user messages: the tail keeps the agent's turn.
+
+    With one message to keep, the tail would be the newest observation alone; the newest
+    assistant message (the command it answers) stays with it (issue 30 item 9: deleting this
+    clause passed every regions, plan, prune and pairs test).
+    """
+    messages = [Message.system("sys"), Message.user("Task: fix the bug.")]
+    for i in range(6):
+        messages += [Message.assistant(f"run command {i}"), Message.user(f"OBSERVATION: out {i}")]
+    regions = select_regions(messages, 1)
+    assert regions.tail_start == len(messages) - 2
+    assert messages[regions.tail_start] == Message.assistant("run command 5")

@@ -306,3 +306,44 @@ async def test_pre_step_with_a_fresh_hook_on_a_record_over_the_limit_compacts() 
     assert over_limit(s)
     action = await s.hooks.pre_step(StepContext(record=s.record, round=1, turn=1))
     assert action.compactions and not over_limit(s)
+
+
+# -- R35: every rewrite writes a boundary that tells it whole --------------------------------------
+
+
+async def test_r35_a_boundary_carries_action_pre_post_and_replacement_count_of_its_span() -> None:
+    """R35: action, pre_tokens, post_tokens and replacement_count match the span closed.
+
+    The summary's boundary replaces exactly its bracket's span; its pre level is the pressure
+    the compaction started from, its post level the pressure the meter holds after it; the
+    fold's boundary counts its edits.
+    """
+    from steerable_compaction.record import CompactionBoundary, CompactionStart
+
+    s = session(FakeSummarizer(), rounds=10, keep_last_messages=2)
+    pre = s.hooks.pressure()
+    before = list(s.record.messages())
+    seqs = list(s.record.projection.seqs)
+    (outcome,) = (await s.step()).compactions
+    starts = [e.event for e in s.record.entries if isinstance(e.event, CompactionStart)]
+    (start,) = starts
+    boundary = s.record.entries[-1].event
+    assert isinstance(boundary, CompactionBoundary)
+    assert boundary.compaction_id == start.compaction_id
+    assert boundary.action == "summarize" == outcome.action
+    assert boundary.trigger == "pressure" == start.trigger
+    assert boundary.pre_tokens == pre == start.pre_tokens == outcome.pre_tokens
+    assert boundary.post_tokens == s.hooks.pressure() == outcome.post_tokens < pre
+    begin, end = start.span
+    assert boundary.span == start.span and boundary.replacement_count == end - begin
+    after = s.record.messages()
+    assert len(after) == len(before) - (end - begin) + len(boundary.replacement)
+    assert after[:begin] == before[:begin] and after[-(len(before) - end) :] == before[end:]
+    assert boundary.history == (min(seqs[begin:end]), max(seqs[begin:end]))
+    # A fold-only rewrite: no bracket, its edits counted.
+    fold = session(None, rounds=12, keep_last_messages=4, keep_last_tool_results=0)
+    (folded,) = (await fold.step()).compactions
+    event = fold.record.entries[-1].event
+    assert isinstance(event, CompactionBoundary) and event.compaction_id is None
+    assert event.action == "compact" and event.replacement_count == len(event.edits) > 0
+    assert event.post_tokens == fold.hooks.pressure() == folded.post_tokens < event.pre_tokens
