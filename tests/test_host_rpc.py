@@ -674,3 +674,48 @@ async def test_a_malformed_pinned_value_is_invalid_params_and_writes_nothing(
     error = await wire.error("agent.chat.send", params)
     assert error["code"] == -32602 and needle in error["message"]
     assert len(record) == before
+
+
+async def test_a_host_names_the_goal_with_send_or_seed() -> None:
+    """`goal: true` on `send` marks the input the session's goal; `seed` takes its index.
+
+    Issue 25 item 5: the goal is the task, whatever demonstration came before it; a host that
+    knows which message it is says so.
+    """
+    record = MemoryRecord()
+    wire = Wire(demo_session(record, system="Be brief."))
+    await wire.result("agent.chat.send", {"input": "Fix the parser (read 2 files).", "goal": True})
+    (goal,) = [m for m in record.messages() if m.goal]
+    assert goal.text == "Fix the parser (read 2 files)."
+    seeded = MemoryRecord()
+    wire = Wire(demo_session(seeded))
+    messages = [
+        {"role": "user", "content": "Here is a demonstration of another task."},
+        {"role": "user", "content": "The real task: make the build green."},
+    ]
+    await wire.result("agent.chat.seed", {"messages": messages, "format": "openai", "goal": 1})
+    assert [m.text for m in seeded.messages() if m.goal] == ["The real task: make the build green."]
+
+
+@pytest.mark.parametrize(
+    ("method", "params", "needle"),
+    [
+        ("agent.chat.send", {"input": "hi", "goal": "yes"}, "goal must be a boolean"),
+        ("agent.chat.send", {"seed": [], "goal": True}, "goal applies to `input`"),
+        ("agent.chat.seed", {"messages": [], "goal": 0}, "goal must be an integer"),
+        (
+            "agent.chat.seed",
+            {"messages": [{"role": "assistant", "content": "hi"}], "format": "openai", "goal": 0},
+            "goal must name a user message",
+        ),
+    ],
+)
+async def test_a_bad_goal_is_invalid_params_and_writes_nothing(
+    method: str, params: Json, needle: str
+) -> None:
+    """A bad `goal` is -32602 naming the parameter; the record is unchanged."""
+    record = MemoryRecord()
+    wire = Wire(demo_session(record))
+    error = await wire.error(method, params)
+    assert error["code"] == INVALID_PARAMS and needle in error["message"]
+    assert len(record) == 0

@@ -236,8 +236,9 @@ class CompactionHooks:
                 gate, pressured = await self._pressure_path()
                 if pressured is not None:
                     done.append(pressured)
+        self._keep_reminder()  # before the fit: the reminder is part of the request
         done.extend(await self._fit("pressure"))
-        self._keep_reminder()
+        self._keep_reminder(fits=True)  # the fit may have summarized it away
         return PreStepAction(compactions=tuple(done), gate=gate)
 
     async def _pressure_path(self) -> tuple[Gate, CompactionOutcome | None]:
@@ -265,15 +266,23 @@ class CompactionHooks:
             self._state.rapid_refills, self.policy.rapid_refill_window_rounds
         )
 
-    def _keep_reminder(self) -> None:
+    def _keep_reminder(self, *, fits: bool = False) -> None:
         """While the rapid-refill circuit is open, its reminder stays visible to the model.
 
-        A compaction may summarize it away; it is appended again (R33).
+        A compaction may summarize it away; it is appended again (R33). With `fits`, only if
+        the request still fits the window with it.
         """
         if self._state.circuit != "rapid_refill" or self.record.readonly:
             return
-        if not any(THRASHING_TEXT in m.text for m in self.record.projection.messages):
-            self.record.append(self._reminder())
+        if any(THRASHING_TEXT in m.text for m in self.record.projection.messages):
+            return
+        reminder = self._reminder()
+        if (
+            fits
+            and self.pressure() + self.meter.estimate(reminder.message) > self.policy.limit_tokens
+        ):
+            return
+        self.record.append(reminder)
 
     async def _fit(
         self, trigger: CompactionTrigger, *, limit: int | None = None
@@ -686,7 +695,7 @@ class CompactionHooks:
         closing = closing_message(
             attempt.text, messages, list(self.record.projection.seqs), plan.request.span, plan.kept
         )
-        target = self.policy.threshold_tokens - self.policy.recompact_margin_tokens
+        target = self.policy.threshold_tokens - 2 * self.policy.recompact_margin_tokens
         # The summary and the block share one memory budget: the block's ceiling plus the
         # output room the summary was given. A summarizer that writes less (a terse one, or a
         # prose one that states fewer values) leaves the rest of its room to the block, so how

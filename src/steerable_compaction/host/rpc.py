@@ -411,6 +411,10 @@ def _send_args(p: Params) -> dict[str, Any]:
         if message is None:
             raise RpcError(INVALID_PARAMS, "pinned applies to `input`", {"param": "pinned"})
         message = message.pin()  # never folded or summarized, re-sent as it is
+    if p.bool("goal", False):
+        if message is None:
+            raise RpcError(INVALID_PARAMS, "goal applies to `input`", {"param": "goal"})
+        message = message.as_goal()  # the session's task, whatever came before it
     return {"input": message, "seed": seed}
 
 
@@ -418,6 +422,15 @@ def _seed_args(p: Params) -> dict[str, Any]:
     seed = p.messages("messages", p.choice("format", "record", ("record", "openai")))
     if seed is None:
         raise RpcError(INVALID_PARAMS, "messages is required", {"param": "messages"})
+    if "goal" in p.raw:  # the index of the seed's user message that is the session's goal
+        at = p.int("goal", 0, 0, len(seed) - 1)
+        if seed[at].role != "user":
+            raise RpcError(
+                INVALID_PARAMS,
+                f"goal must name a user message, messages[{at}] is {seed[at].role}",
+                {"param": "goal"},
+            )
+        seed[at] = seed[at].as_goal()
     return {"messages": seed}
 
 
@@ -434,14 +447,17 @@ def _close_args(p: Params) -> dict[str, Any]:
 
 _METHODS: dict[str, _Method] = {
     "agent.chat.send": _Method(
-        params=("input", "seed", "format", "pinned"),
+        params=("input", "seed", "format", "pinned", "goal"),
         parse=_send_args,
         run=JsonRpcServer._send,
         creates=True,
         long=lambda args: True,
     ),
     "agent.chat.seed": _Method(
-        params=("messages", "format"), parse=_seed_args, run=JsonRpcServer._seed, creates=True
+        params=("messages", "format", "goal"),
+        parse=_seed_args,
+        run=JsonRpcServer._seed,
+        creates=True,
     ),
     "agent.chat.compact": _Method(
         params=("now",),
