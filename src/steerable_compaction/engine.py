@@ -690,8 +690,9 @@ class CompactionHooks:
                 reason=failure,
             )
         # The retention block comes out of the room the summary leaves below the level a
-        # compaction aims for (the threshold less the hysteresis margin); a squeezed compaction
-        # (the request would not fit) keeps none.
+        # compaction aims for: the threshold less two hysteresis margins, so the session has
+        # room to grow before the next compaction (with one, a small window compacted almost
+        # every round). A squeezed compaction (the request would not fit) keeps none.
         closing = closing_message(
             attempt.text, messages, list(self.record.projection.seqs), plan.request.span, plan.kept
         )
