@@ -401,3 +401,32 @@ def test_prose_separators_are_no_part_of_a_clause() -> None:
     ]
     result = check(messages)
     assert not any("checks cluster" in atom.clause for atom in result.kept), result.kept
+
+
+def test_a_focus_puts_the_clauses_about_it_first() -> None:
+    """A steered compaction's focus doubles the salience of the clauses that name it.
+
+    With room for about two facts, the two about the focus are kept, the others dropped.
+    """
+    said = [
+        "note: the search quota is 4001 per second",
+        "the billing export window is 0215-0230 nightly",
+        "remember that the search index shard count is 4003",
+        "we agreed the billing retry limit is 4004 for every tenant",
+        "the search cache was resized to 4005 entries yesterday",
+    ]
+    messages = [Message.tool(f"c{i}", text) for i, text in enumerate(said)]
+
+    def block(focus: str | None) -> Retention:
+        return retention_check(
+            messages,
+            (0, 5),
+            "## Current Work\nreading",
+            budget_tokens=55,
+            estimate_text=estimate_tokens,
+            focus=focus,
+        )
+
+    plain, steered = block(None), block("everything about billing")
+    assert len(steered.kept) == 2 and all("billing" in a.clause for a in steered.kept)
+    assert not all("billing" in a.clause for a in plain.kept)

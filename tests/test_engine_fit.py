@@ -347,3 +347,50 @@ async def test_r35_a_boundary_carries_action_pre_post_and_replacement_count_of_i
     assert isinstance(event, CompactionBoundary) and event.compaction_id is None
     assert event.action == "compact" and event.replacement_count == len(event.edits) > 0
     assert event.post_tokens == fold.hooks.pressure() == folded.post_tokens < event.pre_tokens
+
+
+# -- steering: a manual compaction with a focus (issue 27 item 4, issue 30 item 8) --------------
+
+
+async def test_a_focus_steers_the_instruction_the_retention_and_the_record() -> None:
+    """`request_compact(focus=...)`: the instruction carries it; the start event records it."""
+    from steerable_compaction.compaction import SUMMARY_INSTRUCTION, instruction_focus
+    from steerable_compaction.record import CompactionStart
+
+    summarizer = FakeSummarizer()
+    s = session(summarizer, rounds=6, keep_last_messages=2)
+    for i in range(12):
+        subject = "billing" if i % 3 == 0 else "search"
+        s.record.append_message(Message.user(f"note: the {subject} quota {i} is {4000 + i} req/s"))
+    s.hooks.request_compact(focus="  billing quotas ")
+    (outcome,) = (await s.step()).compactions
+    assert outcome.trigger == "manual" and outcome.action == "summarize"
+    (request,) = summarizer.requests
+    text = request.instruction.text
+    assert text.startswith(SUMMARY_INSTRUCTION) and instruction_focus(text) == "billing quotas"
+    (start,) = [e.event for e in s.record.entries if isinstance(e.event, CompactionStart)]
+    assert start.focus == "billing quotas"
+    assert s.hooks.state.manual_focus is None  # spent with the compaction
+
+
+async def test_a_steered_manual_compaction_summarizes_where_a_fold_would_do() -> None:
+    """Issue 30 item 8: manual compactions enter at the fold, but a focus asks for a summary."""
+    plain = session(FakeSummarizer(), rounds=10, keep_last_messages=4, fold_first=True)
+    plain.hooks.request_compact()
+    (outcome,) = (await plain.step()).compactions
+    assert outcome.action == "compact"  # the fold alone frees enough: no summarizer call
+    steered = session(FakeSummarizer(), rounds=10, keep_last_messages=4, fold_first=True)
+    steered.hooks.request_compact("the parser")
+    (outcome,) = (await steered.step()).compactions
+    assert outcome.action == "summarize"
+
+
+def test_a_bad_focus_is_refused_before_anything_runs() -> None:
+    """A focus that is no string, or an over-long one, is refused; a blank one means none."""
+    s = session(FakeSummarizer(), rounds=2)
+    with pytest.raises(TypeError, match="focus must be a string"):
+        s.hooks.request_compact(focus=42)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="at most 2,000 characters"):
+        s.hooks.request_compact(focus="x" * 2_001)
+    s.hooks.request_compact(focus="   ")
+    assert s.hooks.state.manual_requested and s.hooks.state.manual_focus is None

@@ -719,3 +719,30 @@ async def test_a_bad_goal_is_invalid_params_and_writes_nothing(
     error = await wire.error(method, params)
     assert error["code"] == INVALID_PARAMS and needle in error["message"]
     assert len(record) == 0
+
+
+async def test_compact_takes_a_focus_that_the_record_keeps_with_the_compaction() -> None:
+    """`agent.chat.compact {"focus": ...}` steers the summary; scheduled or now (issue 27)."""
+    from steerable_compaction.record import CompactionStart
+
+    for now in (False, True):
+        record = MemoryRecord()
+        wire = Wire(demo_session(record))
+        await wire.result("agent.chat.send", {"input": "Warm up (read 6 files)."})
+        await wire.result("agent.chat.compact", {"now": now, "focus": "the billing module"})
+        if not now:
+            await wire.result("agent.chat.send", {"input": "Go on (read 1 files)."})
+        starts = [e.event for e in record.entries if isinstance(e.event, CompactionStart)]
+        assert [s.focus for s in starts if s.trigger == "manual"] == ["the billing module"]
+
+
+@pytest.mark.parametrize(
+    ("focus", "needle"),
+    [(42, "focus must be a string"), ("x" * 2_001, "at most 2,000 characters")],
+)
+async def test_a_bad_focus_is_invalid_params(focus: object, needle: str) -> None:
+    """A focus that is no string, or too long, is -32602 naming the parameter."""
+    wire = Wire(demo_session(MemoryRecord()))
+    error = await wire.error("agent.chat.compact", {"focus": focus})
+    assert error["code"] == INVALID_PARAMS and needle in error["message"]
+    assert error["data"]["param"] == "focus"

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections import Counter
+from dataclasses import replace
 
 import pytest
 
 from steerable_compaction import Message, resolve_compaction_policy
 from steerable_compaction.recall import HISTORY_TOOL_NAMES
-from steerable_compaction.sim import TASK_NAMES, build_task
+from steerable_compaction.sim import TASK_NAMES, build_task, run_session
 from steerable_compaction.sim.agent import observation_message, visible_lines
 from steerable_compaction.sim.content import image_text
 from steerable_compaction.sim.tasks import Needle, Task, find_answer
@@ -257,3 +259,21 @@ def test_small_window_and_dense_tokens_shapes() -> None:
         scale = build_task("dense_tokens", seed).token_scale
         assert 1 / 1.5 <= scale <= 1 / 1.3
     assert all(build_task(n, 0).token_scale == 1.0 for n in TASK_NAMES if n != "dense_tokens")
+
+
+def test_steered_task_scores_the_subject_and_focus_keeps_more_of_it() -> None:
+    """`steered`: the host steers the last compaction toward one subject (issue 27 item 4).
+
+    `current` keeps at least 0.95 of that subject's facts with the focus, and more than the
+    same session with an unsteered manual compaction.
+    """
+    task = build_task("steered", 0)
+    about = [n for n in task.needles if n.subject is not None]
+    assert len(about) == 10 and all(n.anchor.startswith("billing ") for n in about)
+    assert task.turns[-1].questions and task.turns[-1].compact_focus == "everything about billing"
+    steered = asyncio.run(run_session(task, "current"))
+    plain = replace(task, turns=(*task.turns[:-1], replace(task.turns[-1], compact_focus="")))
+    unsteered = asyncio.run(run_session(plain, "current"))
+    assert steered.focused_recall is not None and unsteered.focused_recall is not None
+    assert steered.focused_recall >= 0.95
+    assert steered.focused_recall > unsteered.focused_recall

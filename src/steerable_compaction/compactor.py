@@ -190,9 +190,12 @@ class Compactor:
         self._turn += 1
         self._turn_marked = True
 
-    def request_compact(self) -> None:
-        """Compact at the next `prepare`, whatever the pressure (R15)."""
-        self.hooks.request_compact()
+    def request_compact(self, focus: str | None = None) -> None:
+        """Compact at the next `prepare`, whatever the pressure (R15).
+
+        `focus` names what the summary must keep in full (`CompactionHooks.request_compact`).
+        """
+        self.hooks.request_compact(focus)
 
     def pressure(self) -> int:
         """The current pressure estimate in tokens."""

@@ -41,6 +41,7 @@ from .compaction.state import (
     request_manual,
     take_overflow_retry,
 )
+from .compaction.summary import check_focus
 from .errors import (
     ContextOverflowError,
     OverflowRetriesExhaustedError,
@@ -178,9 +179,15 @@ class CompactionHooks:
         self._observe_new()  # a reply recorded since the last step already tells the truth
         return self.meter.pressure(self.record.projection.messages)
 
-    def request_compact(self) -> None:
-        """Compact at the next `pre_step`, bypassing threshold, hysteresis and circuit (R15)."""
-        self._state = request_manual(self._state)
+    def request_compact(self, focus: str | None = None) -> None:
+        """Compact at the next `pre_step`, bypassing threshold, hysteresis and circuit (R15).
+
+        `focus` steers it: a short text naming what the summary must keep in full (like an
+        agent CLI's `/compact <instructions>`); the instruction carries it, the retention check
+        favours clauses about it, the record keeps it with the compaction, and a steered
+        compaction always summarizes (a fold could keep no subject).
+        """
+        self._state = request_manual(self._state, check_focus(focus))
 
     def observe(self, prompt_tokens: int, message_count: int) -> None:
         """Anchor the meter: the request of the first `message_count` messages cost this (R7)."""
@@ -217,7 +224,10 @@ class CompactionHooks:
         done: list[CompactionOutcome] = []
         gate = None
         if self._state.manual_requested or ctx.compact_requested:
-            outcome = await self._compact("manual", "normal")
+            focus = self._state.manual_focus or check_focus(ctx.compact_focus)
+            outcome = await self._compact(
+                "manual", "aggressive" if focus else "normal", focus=focus
+            )
             done.append(outcome)
             self._state = after_forced(
                 self._state,
@@ -494,6 +504,7 @@ class CompactionHooks:
         pressure: int | None = None,
         *,
         squeeze: int = 0,
+        focus: str | None = None,
     ) -> CompactionOutcome:
         projection = self.record.projection
         messages = list(projection.messages)
@@ -511,6 +522,7 @@ class CompactionHooks:
             summarizer=self._summarizer_on(),
             goal=self._goal_index(messages),
             squeeze=squeeze,
+            focus=focus,
         )
         match plan:
             case NothingToDo():
@@ -526,7 +538,9 @@ class CompactionHooks:
             case FoldRewrite():
                 outcome = self._fold(plan.prune, plan.action, trigger, pre)
             case SummaryNeeded():
-                outcome = await self._summarize(plan, messages, trigger, squeeze=squeeze)
+                outcome = await self._summarize(
+                    plan, messages, trigger, squeeze=squeeze, focus=focus
+                )
                 if outcome.written and outcome.compaction_id is not None and not squeeze:
                     outcome = await self._merge_chain(outcome, trigger)
             case _:
@@ -638,6 +652,7 @@ class CompactionHooks:
         trigger: CompactionTrigger,
         *,
         squeeze: int = 0,
+        focus: str | None = None,
     ) -> CompactionOutcome:
         use = self._summarizer_on() and not (
             self._state.circuit == "consecutive_failures" and self._state.summarizer_failed
@@ -650,6 +665,7 @@ class CompactionHooks:
             action=planned,
             trigger=trigger,
             kept=plan.kept,
+            focus=focus,
         )
         # What stays after the summary: the rest of the projection and the kept messages. When
         # a summary can bring the next request inside the window, one that does not is refused
@@ -725,6 +741,7 @@ class CompactionHooks:
             kept=plan.kept,
             called=called,
             retention_budget=budget,
+            focus=focus,
         )
         if attempt.failure is None:
             return outcome
@@ -743,6 +760,7 @@ class CompactionHooks:
         kept: Sequence[int],
         called: bool,
         retention_budget: int | None,
+        focus: str | None = None,
     ) -> CompactionOutcome:
         """Close bracket `cid`: the kept messages, then the summary, replace `span`.
 
@@ -773,6 +791,7 @@ class CompactionHooks:
             frozenset(kept),
             budget_tokens=retention_budget,
             entries=self.record.entries,
+            focus=focus,
         )
         text = f"{summary.rstrip()}\n\n{retention.block}" if retention.block else summary
         replacement = (
@@ -833,6 +852,7 @@ class CompactionHooks:
                 kept=start.kept,
                 called=False,
                 retention_budget=bracket.summary.retention_budget,
+                focus=start.focus,
             )
             logger.warning(
                 "closed bracket %s left open by an interrupted run, reusing its recorded summary",

@@ -38,13 +38,15 @@ Summarizer: TypeAlias = Callable[[SummaryRequest], Awaitable[str]]
 class StepContext:
     """Handed to `pre_step`: the record, the round (request) and user turn numbers.
 
-    `compact_requested` is set when the host asked for a compaction (`agent.chat.compact`, R15).
+    `compact_requested` is set when the host asked for a compaction (`agent.chat.compact`, R15),
+    `compact_focus` to what its summary must keep in full when the host named a subject.
     """
 
     record: Record
     round: int
     turn: int
     compact_requested: bool = False
+    compact_focus: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

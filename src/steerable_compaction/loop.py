@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .compaction.pairs import PairedProjection
+from .compaction.summary import check_focus
 from .errors import ProviderError
 from .hooks import (
     ChainHooks,
@@ -114,6 +115,7 @@ class CoreLoop:
         self.round = 0
         self.turn = 0
         self._compact_requested = False
+        self._compact_focus: str | None = None
         self._paired = PairedProjection(record)  # repaired in O(new messages) per round
 
     @property
@@ -139,8 +141,12 @@ class CoreLoop:
         tools = [*self.tools.values(), *(self._history.values() if self.history_offered else ())]
         return tuple(tool.spec for tool in tools)
 
-    def request_compact(self) -> None:
-        """Compact at the next `pre_step`, whatever the pressure (R15)."""
+    def request_compact(self, focus: str | None = None) -> None:
+        """Compact at the next `pre_step`, whatever the pressure (R15).
+
+        `focus` names what the summary must keep in full (`compaction.check_focus`).
+        """
+        self._compact_focus = check_focus(focus) or self._compact_focus
         self._compact_requested = True
 
     def _request(self) -> tuple[CompletionRequest, int]:
@@ -190,12 +196,14 @@ class CoreLoop:
         for used in range(1, self.max_rounds_per_turn + 1):
             self.round += 1
             requested, self._compact_requested = self._compact_requested, False
+            focus, self._compact_focus = self._compact_focus, None
             action = await self.hooks.pre_step(
                 StepContext(
                     record=self.record,
                     round=self.round,
                     turn=self.turn,
                     compact_requested=requested,
+                    compact_focus=focus,
                 )
             )
             compactions.extend(action.compactions)

@@ -251,13 +251,14 @@ class SummaryWriter:
         *,
         budget_tokens: int,
         entries: Sequence[Entry] | None = None,
+        focus: str | None = None,
     ) -> Retention:
         """The retention check for a summary of `messages[span]`, within `budget_tokens`.
 
         `budget_tokens` is in static-estimate tokens (`retention_budget`). With the record's
         `entries`, the facts are read from the span's messages as appended (`as_appended`).
         Priced with the static estimator, not the usage-calibrated meter, so the block depends
-        only on the record (recovery rebuilds the same text).
+        only on the record (recovery rebuilds the same text). `focus` is the compaction's.
         """
         if budget_tokens <= 0:  # the check is off: nothing to price or read
             return Retention(found=0, kept=(), block="")
@@ -269,4 +270,5 @@ class SummaryWriter:
             estimate_text=estimate_tokens,
             seqs=seqs,
             skip=kept,
+            focus=focus,
         )

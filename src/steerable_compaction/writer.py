@@ -85,6 +85,7 @@ class CompactionWriter:
         action: CompactionAction,
         trigger: CompactionTrigger,
         kept: Sequence[int] = (),
+        focus: str | None = None,
     ) -> str:
         """Write `compaction_start` for `span` and return the new bracket's id."""
         cid = f"{self.id_prefix}{len(self.record)}"
@@ -96,6 +97,7 @@ class CompactionWriter:
                 action=action,
                 trigger=trigger,
                 kept=tuple(kept),
+                focus=focus,
             )
         )
         return cid

@@ -36,21 +36,28 @@ from .regions import (
     select_regions,
 )
 from .summary import (
+    FOCUS_LEAD,
+    FOCUS_TAIL,
     INCREMENTAL_INSTRUCTION,
     MERGE_INSTRUCTION,
     SECTIONS,
     SUMMARY_INSTRUCTION,
     SummaryRequest,
     build_summary_request,
+    check_focus,
     excerpt_summary,
+    instruction_focus,
     is_summary_instruction,
     kept_messages,
     kept_user_messages,
     summary_message,
     text_pointer_span,
+    with_focus,
 )
 
 __all__ = [
+    "FOCUS_LEAD",
+    "FOCUS_TAIL",
     "FOLD_PREFIX",
     "INCREMENTAL_INSTRUCTION",
     "MERGE_INSTRUCTION",
@@ -68,9 +75,11 @@ __all__ = [
     "SummaryRequest",
     "build_summary_request",
     "call_sites",
+    "check_focus",
     "excerpt_summary",
     "fold_marker",
     "image_pointer",
+    "instruction_focus",
     "is_folded",
     "is_summary",
     "is_summary_instruction",
@@ -86,4 +95,5 @@ __all__ = [
     "select_regions",
     "summary_message",
     "text_pointer_span",
+    "with_focus",
 ]

@@ -43,6 +43,7 @@ from .summary import (
     SummaryRequest,
     build_summary_request,
     kept_messages,
+    with_focus,
 )
 
 __all__ = [
@@ -191,6 +192,7 @@ def plan_compaction(
     summarizer: bool = True,
     goal: int | None = _UNSET,
     squeeze: int = 0,
+    focus: str | None = None,
 ) -> Plan:
     """Plan one compaction of `messages` at `pressure` tokens.
 
@@ -204,7 +206,8 @@ def plan_compaction(
 
     `squeeze` is the escalation a request that would not fit asks for, cheapest loss first:
     1 keeps no user message of the span verbatim (pinned ones, the goal and system messages
-    stay), 2 also cuts the tail to the newest turn.
+    stay), 2 also cuts the tail to the newest turn. `focus` steers the summary instruction
+    toward what the host named (`with_focus`).
     """
     keep_last, tail_cap = policy.keep_last_messages, policy.max_tail_tokens
     if squeeze >= 2:
@@ -268,7 +271,9 @@ def plan_compaction(
             policy,
             regions,
             regions.span,
-            instruction=INCREMENTAL_INSTRUCTION if chained else SUMMARY_INSTRUCTION,
+            instruction=with_focus(
+                INCREMENTAL_INSTRUCTION if chained else SUMMARY_INSTRUCTION, focus
+            ),
             estimate=estimate,
             pinned=pinned,
             pressure=pressure,

@@ -37,6 +37,7 @@ __all__ = [
     "AtomKind",
     "Retention",
     "carried_block",
+    "focus_words",
     "retention_check",
 ]
 
@@ -299,11 +300,28 @@ def _clauses(
     return out
 
 
+_FOCUS_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_-]{3,}|[\u3040-\u30ff\u4e00-\u9fff]{2,}")
+_FOCUS_STOP = frozenset(
+    "about also anything keep keeping everything from have into just more most only please "
+    "should some that their them then there these they this those what when where which "
+    "while with would your".split()
+)
+_FOCUS_BOOST = 2.0
+
+
+def focus_words(focus: str | None) -> frozenset[str]:
+    """The words of a steered compaction's `focus` that mark a clause as being about it."""
+    if not focus:
+        return frozenset()
+    return frozenset(w.lower() for w in _FOCUS_WORD.findall(focus) if w.lower() not in _FOCUS_STOP)
+
+
 def _candidates(
     clauses: Sequence[_Clause],
     span: tuple[int, int],
     summary: str,
     seqs: Sequence[int] | None,
+    focus: frozenset[str] = frozenset(),
 ) -> list[Atom]:
     """The stated facts the summary lacks, one per clause (its best atom), best first.
 
@@ -332,6 +350,8 @@ def _candidates(
         base = _ROLE_WEIGHT[clause.speaker] * (0.7 + 0.3 * (clause.index - start) / span_length)
         kind, value, at = max(atoms, key=lambda a: _KIND_WEIGHT[a[0]])
         score = base * (_KIND_WEIGHT[kind] + 0.2 * (len({a[1] for a in atoms}) - 1))
+        if focus and any(word in clause.text.lower() for word in focus):
+            score *= _FOCUS_BOOST  # the host asked this compaction to keep this subject
         text = _clip(clause.text, at, len(value))
         seq = clause.origin if clause.origin is not None else None
         if seq is None and seqs is not None:
@@ -365,13 +385,15 @@ def retention_check(
     estimate_text: Callable[[str], int],
     seqs: Sequence[int] | None = None,
     skip: frozenset[int] = frozenset(),
+    focus: str | None = None,
 ) -> Retention:
     """The atoms of `messages[span]` that `summary` lacks, the most salient within the budget.
 
     `seqs` gives each message's record seq (for the `[history seq N]` references); `skip` are
-    indices kept verbatim anyway. `budget_tokens` bounds the block, heading included.
+    indices kept verbatim anyway. `budget_tokens` bounds the block, heading included. A
+    steered compaction's `focus` doubles the salience of clauses that name its words.
     """
-    ranked = _candidates(_clauses(messages, span, skip), span, summary, seqs)
+    ranked = _candidates(_clauses(messages, span, skip), span, summary, seqs, focus_words(focus))
     heading = f"{RETAINED_HEADING}\n"
     used = estimate_text(heading)
     kept: list[Atom] = []

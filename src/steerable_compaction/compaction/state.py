@@ -119,7 +119,8 @@ class BreakerSettings(Protocol):
 class EngineState:
     """Everything the engine decides from between steps: counters, last compaction, circuit.
 
-    `manual_requested` is a compaction the host asked for (R15), run at the next `pre_step`;
+    `manual_requested` is a compaction the host asked for (R15), run at the next `pre_step`,
+    with `manual_focus` the subject its summary must keep in full, when the host named one;
     `summarizer_failed` says the last summarizer call failed (see the module docstring);
     `healthy_rounds` counts rounds in a row below the threshold;
     `probable_tried` is the (turn, round) whose unrecognized error was last tried as a probable
@@ -137,6 +138,7 @@ class EngineState:
     overflow_retries: int = 0
     circuit: CircuitReason | None = None
     manual_requested: bool = False
+    manual_focus: str | None = None
     summarizer_failed: bool = False
     probable_tried: tuple[int, int] | None = None
 
@@ -158,9 +160,9 @@ def at_step(state: EngineState, *, round_: int, turn: int) -> EngineState:
     return replace(state, round=round_)
 
 
-def request_manual(state: EngineState) -> EngineState:
-    """The host asked for a compaction at the next `pre_step` (R15)."""
-    return replace(state, manual_requested=True)
+def request_manual(state: EngineState, focus: str | None = None) -> EngineState:
+    """The host asked for a compaction at the next `pre_step` (R15), steered by `focus`."""
+    return replace(state, manual_requested=True, manual_focus=focus or state.manual_focus)
 
 
 def micro_due(state: EngineState, settings: BreakerSettings) -> bool:
@@ -256,7 +258,12 @@ def after_forced(state: EngineState, *, post_tokens: int | None, manual: bool) -
     )
     if manual:
         return replace(
-            base, consecutive_failures=0, rapid_refills=0, circuit=None, manual_requested=False
+            base,
+            consecutive_failures=0,
+            rapid_refills=0,
+            circuit=None,
+            manual_requested=False,
+            manual_focus=None,
         )
     return base
 

@@ -20,18 +20,23 @@ from .prune import image_pointer
 from .regions import SUMMARY_TAG, call_sites, is_goal_candidate, repair_tool_pairs
 
 __all__ = [
+    "FOCUS_LEAD",
+    "FOCUS_TAIL",
     "INCREMENTAL_INSTRUCTION",
     "MERGE_INSTRUCTION",
     "SECTIONS",
     "SUMMARY_INSTRUCTION",
     "SummaryRequest",
     "build_summary_request",
+    "check_focus",
     "excerpt_summary",
+    "instruction_focus",
     "is_summary_instruction",
     "kept_messages",
     "kept_user_messages",
     "summary_message",
     "text_pointer_span",
+    "with_focus",
 ]
 
 SECTIONS = (
@@ -79,10 +84,50 @@ MERGE_INSTRUCTION = (
 
 _INSTRUCTIONS = frozenset({SUMMARY_INSTRUCTION, INCREMENTAL_INSTRUCTION, MERGE_INSTRUCTION})
 
+FOCUS_LEAD = "\n\nThe user asked this summary to focus on: "
+"""What joins a steered compaction's focus to its instruction (`with_focus`)."""
+FOCUS_TAIL = (
+    "\nKeep everything about it in full detail (exact values, names, paths, decisions and "
+    "open questions), even where the rest must be summarized briefly."
+)
+MAX_FOCUS_CHARS = 2_000
+
+
+def check_focus(focus: str | None) -> str | None:
+    """`focus` stripped, or `None` for none; `TypeError`/`ValueError` for a bad one.
+
+    A focus is a short text naming what a manual compaction's summary must keep in full (like
+    an agent CLI's `/compact <instructions>`); at most `MAX_FOCUS_CHARS` characters.
+    """
+    if focus is None:
+        return None
+    if not isinstance(focus, str):
+        raise TypeError(f"focus must be a string or None, got {type(focus).__name__}")
+    text = focus.strip()
+    if len(text) > MAX_FOCUS_CHARS:
+        raise ValueError(f"focus must be at most {MAX_FOCUS_CHARS:,} characters, got {len(text):,}")
+    return text or None
+
+
+def with_focus(instruction: str, focus: str | None) -> str:
+    """`instruction` steered toward `focus` (unchanged without one)."""
+    return f"{instruction}{FOCUS_LEAD}{focus}{FOCUS_TAIL}" if focus else instruction
+
 
 def is_summary_instruction(text: str) -> bool:
-    """Whether `text` is one of the engine's summary instructions (first, incremental, merge)."""
-    return text in _INSTRUCTIONS
+    """Whether `text` is one of the engine's summary instructions, steered or not."""
+    if text in _INSTRUCTIONS:
+        return True
+    head, lead, _ = text.partition(FOCUS_LEAD)
+    return bool(lead) and head in _INSTRUCTIONS and text.endswith(FOCUS_TAIL)
+
+
+def instruction_focus(text: str) -> str | None:
+    """The focus a steered summary instruction carries, or `None`."""
+    head, lead, rest = text.partition(FOCUS_LEAD)
+    if not lead or head not in _INSTRUCTIONS or not rest.endswith(FOCUS_TAIL):
+        return None
+    return rest[: -len(FOCUS_TAIL)]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

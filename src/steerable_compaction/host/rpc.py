@@ -34,6 +34,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..compaction.summary import check_focus
 from ..errors import CompactionError, ProviderError
 from ..messages import Message, message_to_dict
 from .events import EventSink, outcome_json
@@ -366,10 +367,11 @@ class JsonRpcServer:
     async def _compact(self, call: _Call) -> dict[str, Any]:
         session = call.session
         try:
+            focus = call.args["focus"]
             if not call.args["now"]:
-                session.request_compact()
+                session.request_compact(focus)
                 return {"scheduled": True, "ran": False, "running_turn": session.busy}
-            outcome = await session.compact_now(sink=self._notify(call))
+            outcome = await session.compact_now(sink=self._notify(call), focus=focus)
         except RuntimeError as exc:
             raise RpcError(COMPACTION_DISABLED, str(exc)) from None
         return {
@@ -434,6 +436,14 @@ def _seed_args(p: Params) -> dict[str, Any]:
     return {"messages": seed}
 
 
+def _compact_args(p: Params) -> dict[str, Any]:
+    focus = p.text("focus")
+    try:
+        return {"now": p.bool("now", False), "focus": check_focus(focus)}
+    except ValueError as exc:
+        raise RpcError(INVALID_PARAMS, str(exc), {"param": "focus"}) from None
+
+
 def _close_args(p: Params) -> dict[str, Any]:
     session_id = p.text("session")
     if session_id is None:
@@ -460,8 +470,8 @@ _METHODS: dict[str, _Method] = {
         creates=True,
     ),
     "agent.chat.compact": _Method(
-        params=("now",),
-        parse=lambda p: {"now": p.bool("now", False)},
+        params=("now", "focus"),
+        parse=_compact_args,
         run=JsonRpcServer._compact,
         long=lambda args: bool(args["now"]),
     ),

@@ -236,17 +236,21 @@ class Session:
             turn = await self.harness.loop.run_turn(message)
         return SendResult(turn=turn, seed=plan)
 
-    def request_compact(self) -> None:
+    def request_compact(self, focus: str | None = None) -> None:
         """Compact at the next step boundary, bypassing threshold, hysteresis, circuit (R15).
+
+        `focus` names what the summary must keep in full.
 
         Raises:
             RuntimeError: the harness has no `pressure_compaction` hook.
         """
         if self.harness.compaction is None:
             raise RuntimeError("compaction is not enabled in this harness")
-        self.harness.compaction.request_compact()
+        self.harness.compaction.request_compact(focus)
 
-    async def compact_now(self, *, sink: EventSink | None = None) -> CompactionOutcome | None:
+    async def compact_now(
+        self, *, sink: EventSink | None = None, focus: str | None = None
+    ) -> CompactionOutcome | None:
         """Run a manual compaction at once (between turns); `None` when nothing ran."""
         compaction = self.harness.compaction
         if compaction is None:
@@ -255,7 +259,11 @@ class Session:
         with self._sink(sink):
             action = await compaction.pre_step(
                 StepContext(
-                    record=self.record, round=loop.round, turn=loop.turn, compact_requested=True
+                    record=self.record,
+                    round=loop.round,
+                    turn=loop.turn,
+                    compact_requested=True,
+                    compact_focus=focus,
                 )
             )
         return action.compactions[0] if action.compactions else None

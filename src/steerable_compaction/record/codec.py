@@ -90,6 +90,8 @@ def _event_fields(event: Event) -> dict[str, Any]:
             }
             if event.kept:
                 start["kept"] = list(event.kept)
+            if event.focus is not None:
+                start["focus"] = event.focus
             return start
         case CompactionSummary():
             out = {"compaction_id": event.compaction_id, "summary": event.summary}
@@ -211,6 +213,7 @@ def _decode_start(f: _Fields) -> Event:
         action=f.get("action", str),
         trigger=f.get("trigger", str, "pressure"),
         kept=tuple(f.get("kept", list, [])),
+        focus=f.get("focus", str, None),
     )
 
 

@@ -117,6 +117,7 @@ class CompactionStart:
     `kept` lists the projection indices, inside `span` and in order, of the user messages the
     summary keeps verbatim in front of it; deciding them with the span lets a recovering
     process rebuild the exact replacement whatever its policy or meter says (R37, R38).
+    `focus` is what the host asked the summary to keep in full (a steered manual compaction).
     """
 
     compaction_id: str
@@ -125,6 +126,7 @@ class CompactionStart:
     action: CompactionAction
     trigger: CompactionTrigger = "pressure"
     kept: tuple[int, ...] = ()
+    focus: str | None = None
     kind: Literal["compaction_start"] = "compaction_start"
 
     def __post_init__(self) -> None:
@@ -144,6 +146,8 @@ class CompactionStart:
         _check_tokens(pre_tokens=self.pre_tokens)
         _check_choice("action", self.action, ACTIONS)
         _check_choice("trigger", self.trigger, TRIGGERS)
+        if self.focus is not None and not isinstance(self.focus, str):
+            raise RecordError(f"focus must be a string or None, got {self.focus!r}")
 
 
 SummarySource: TypeAlias = Literal["summarizer", "excerpt"]

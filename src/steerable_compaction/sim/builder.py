@@ -206,13 +206,19 @@ class SessionBuilder:
             self.pools[language] = pool  # type: ignore[index]
 
     def needle(
-        self, carrier: Carrier, position: Position, step: int, language: Language = "en"
+        self,
+        carrier: Carrier,
+        position: Position,
+        step: int,
+        language: Language = "en",
+        subject: str | None = None,
     ) -> Needle:
-        """A new needle on a topic not used yet in this task."""
+        """A new needle on a topic not used yet in this task (about `subject`, if given)."""
         anchor, shape, make = self.pools[language].pop()
         needle = Needle(
             id=f"n{len(self.needles) + 1}",
-            anchor=anchor,
+            anchor=anchor if subject is None else f"{subject} {anchor}",
+            subject=subject,
             value=make(self.rng),
             shape=shape,
             carrier=carrier,

@@ -178,6 +178,7 @@ class RunResult:
     summarizer: str = "checkpoint"
     requests_over_estimate: int = 0
     failed_requests: int = 0
+    focused_recall: float | None = None  # recall of the needles a steered compaction named
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -347,6 +348,8 @@ async def run_session(
         over.arm = built
         for turn in task.turns:
             agent.begin(turn)
+            if turn.compact_focus is not None:
+                built.loop.request_compact(turn.compact_focus)
             message: Message | None = turn.user
             try:
                 while message is not None:  # observations come back as further user messages
@@ -398,6 +401,12 @@ async def _billing(
         costs[name] = round(billed_cost(billed, PRICES[name]), 6)
         rates[name] = cache_hit_rate(billed)
     return costs, rates
+
+
+def _focused(task: Task, correct: Mapping[str, bool]) -> float | None:
+    """In-context recall of the needles about a subject (the `steered` task), else `None`."""
+    about = [n for n in task.needles if n.subject is not None]
+    return sum(correct[n.id] for n in about) / len(about) if about else None
 
 
 def _recall_by_carrier(task: Task, correct: Mapping[str, bool]) -> dict[str, tuple[int, int]]:
@@ -464,6 +473,7 @@ async def _measure(
         recalled=tuple(i for i, ok in correct.items() if ok),
         recall=sum(correct.values()) / len(correct) if correct else 0.0,
         recall_by_carrier=_recall_by_carrier(task, correct),
+        focused_recall=_focused(task, correct),
         recall_with_tools=sum(with_tools.values()) / len(with_tools) if with_tools else 0.0,
         recall_requests=agent.recall_requests,
         recall_tokens=sum(u.prompt_tokens for u in recall_usage) if agent.recall_requests else 0,

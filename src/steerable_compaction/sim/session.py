@@ -39,6 +39,7 @@ class Needle:
     position: Position
     step: int  # the session step (0-based tool round) where it is stated
     language: Language = "en"
+    subject: str | None = None  # what a steered compaction names (the `steered` task)
 
     @property
     def question(self) -> str:
@@ -70,6 +71,8 @@ class Turn:
 
     With `observations` the agent types each step as a command in plain assistant text (no tool
     call) and the harness sends the step's output back as the next user message (SWE-agent).
+    With `compact_focus` the host asks for a manual compaction steered to it before the turn
+    (like `/compact <instructions>`); arms without manual compaction ignore it.
     """
 
     user: Message
@@ -77,6 +80,7 @@ class Turn:
     reply: str
     questions: tuple[Needle, ...] = ()
     observations: bool = False
+    compact_focus: str | None = None  # the host asks a compaction steered to this first
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -17,7 +17,8 @@ Every line is scored on generic features only, never on what will be asked:
 - code, indentation and timestamped log lines are discounted, newer lines are preferred, and
   each further line from the same tool result is worth half the previous one.
 
-It follows the engine's instructions as a model would: asked for an incremental summary
+It follows the engine's instructions as a model would: asked to focus on a subject (a steered
+manual compaction), it weighs the lines naming it 2.5 times; asked for an incremental summary
 (`INCREMENTAL_INSTRUCTION`), it reads only the messages after the last summary of the replay
 (the earlier summaries stay, so it neither carries nor repeats them); asked to merge
 (`MERGE_INSTRUCTION`), it reads only the summaries (the messages kept among them stay as they
@@ -38,7 +39,13 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..compaction import INCREMENTAL_INSTRUCTION, MERGE_INSTRUCTION, SECTIONS
+from ..compaction import (
+    FOCUS_LEAD,
+    INCREMENTAL_INSTRUCTION,
+    MERGE_INSTRUCTION,
+    SECTIONS,
+    instruction_focus,
+)
 from ..compaction.regions import is_goal_candidate
 from ..messages import Message
 from ..providers.base import CompletionRequest
@@ -227,6 +234,19 @@ def flatten(messages: Sequence[Message], *, max_chars: int | None = None) -> str
     return "\n".join(out)
 
 
+_FOCUSED = 2.5  # a line about what the user asked the summary to focus on
+
+
+def _words(focus: str | None) -> frozenset[str]:
+    """The words of a focus a line must name to be about it (four letters or more)."""
+    return frozenset(w.lower() for w in re.findall(r"[A-Za-z]{4,}", focus or ""))
+
+
+def _about(text: str, focus: frozenset[str]) -> bool:
+    lowered = text.lower()
+    return any(word in lowered for word in focus)
+
+
 def _same(text: str) -> str:
     """What makes two lines the same statement: their text without closing punctuation."""
     return text.strip().rstrip(".;:,\u3002\uff1b").strip()
@@ -304,13 +324,15 @@ class ExtractiveSummarizer:
                 return misbehaving
         last = request.messages[-1] if request.messages else Message.user("")
         replay = list(request.messages[:-1])
+        focus = instruction_focus(last.text)
+        asked = last.text if focus is None else last.text.partition(FOCUS_LEAD)[0]
         if TRANSCRIPT_OPEN in last.text:
             units = units_from_text(last.text)
-        elif last.text == INCREMENTAL_INSTRUCTION:
+        elif asked == INCREMENTAL_INSTRUCTION:
             cut = max((i + 1 for i, m in enumerate(replay) if _is_summary(m.text)), default=0)
             replay = replay[cut:]  # only what came after the last summary; no goal there
             units = units_from_messages(replay, goal=False)
-        elif last.text == MERGE_INSTRUCTION:
+        elif asked == MERGE_INSTRUCTION:
             replay = [m for m in replay if m.role == "user" and _is_summary(m.text)]
             units = units_from_messages(replay, goal=False)
         else:
@@ -320,9 +342,11 @@ class ExtractiveSummarizer:
         budget = self.budget(max(tokens - carried, 0), carried, request.max_output_tokens)
         if self.personality == "terse":
             budget = terse_budget(budget)
-        return self.summarize(units, budget)
+        return self.summarize(units, budget, _words(focus))
 
-    def summarize(self, units: Sequence[Unit], budget: int) -> str:
+    def summarize(
+        self, units: Sequence[Unit], budget: int, focus: frozenset[str] = frozenset()
+    ) -> str:
         """Pick lines by score under `budget` estimated tokens; render the six sections.
 
         A message's lines compete with each other too: each further line taken from the same

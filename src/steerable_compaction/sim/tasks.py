@@ -455,6 +455,37 @@ def _dense_tokens(seed: int, scale: float) -> Task:
     return replace(task, token_scale=round(1 / over, 4))
 
 
+STEERED_SUBJECT = "billing"
+
+
+def _steered(seed: int, scale: float) -> Task:
+    """Facts about one subject amid many others; the host steers the last compaction to it.
+
+    Heavy outputs carry many stated facts; ten about the subject are planted over the last
+    work turn, and before the question turn the host asks for a manual compaction that keeps
+    "everything about billing" (like `/compact <instructions>`).
+    """
+    b = SessionBuilder("steered", seed, "heavy")
+    steps = _scaled(30, scale)
+    subject_at = {int(steps * (2 + 0.95 * i / 10)): i for i in range(10)}  # the third turn
+
+    def special(b: SessionBuilder, n: int, step: Step) -> Step:
+        if n not in subject_at or not isinstance(step.output, str):
+            return step
+        return b.plant(step, b.needle("tool", "middle", n, subject=STEERED_SUBJECT))
+
+    turns = _work(b, 3, steps, _mixed(1, 3, spread=0.6), special)
+    task = _task(
+        b,
+        f"facts about {STEERED_SUBJECT} among many; the host steers a compaction toward them",
+        16_384,
+        turns,
+    )
+    *work, questions = task.turns
+    steered = replace(questions, compact_focus=f"everything about {STEERED_SUBJECT}")
+    return replace(task, turns=(*work, steered))
+
+
 _BUILDERS: dict[str, Callable[[int, float], Task]] = {
     "light": _light,
     "heavy": _heavy,
@@ -471,6 +502,7 @@ _BUILDERS: dict[str, Callable[[int, float], Task]] = {
     "tight_opening": _tight_opening,
     "small_window": _small_window,
     "dense_tokens": _dense_tokens,
+    "steered": _steered,
 }
 TASK_NAMES: tuple[str, ...] = tuple(_BUILDERS)
 
