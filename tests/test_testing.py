@@ -9,7 +9,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from steerable_compaction import ConfigError, ContextOverflowError, ImagePart, Message, ToolCall
+from steerable_compaction import (
+    Compactor,
+    ConfigError,
+    ContextOverflowError,
+    ImagePart,
+    Message,
+    ToolCall,
+    resolve_compaction_policy,
+)
+from steerable_compaction.compaction import SummaryRequest
 from steerable_compaction.providers import (
     OVERFLOW_PATTERNS,
     Completion,
@@ -19,14 +28,17 @@ from steerable_compaction.providers import (
     TextDelta,
     ToolSpec,
     classify_error,
+    provider_summarizer,
 )
 from steerable_compaction.record import Usage
 from steerable_compaction.testing import (
+    FAKE_SUMMARY,
     CacheRules,
     CachingProvider,
     FunctionProvider,
     ScriptedProvider,
     ScriptExhaustedError,
+    is_summary_request,
 )
 from steerable_compaction.tokens import estimate_tokens, image_tokens
 
@@ -462,3 +474,46 @@ async def test_texts_sharing_a_byte_prefix_share_its_tokens(shared: str, a: str,
     assert prefix_tokens - 1 <= usage.cached_tokens <= usage.prompt_tokens
     if a == b:
         assert usage.cached_tokens == usage.prompt_tokens
+
+
+# -- telling summary requests apart -------------------------------------------------------------
+
+
+def test_a_summary_request_is_told_from_a_normal_one_in_every_form() -> None:
+    """`is_summary_request` reads a request, its messages or its last text.
+
+    Only the engine's summary instruction as the last user message counts.
+    """
+    seen: list[SummaryRequest] = []
+
+    def summarizer(request: SummaryRequest) -> str:
+        seen.append(request)
+        return FAKE_SUMMARY
+
+    Compactor(resolve_compaction_policy(None, 4_000), summarizer=summarizer).prepare(transcript(40))
+    (summary,) = seen
+    assert is_summary_request(summary.messages)
+    assert is_summary_request(req(*summary.messages))
+    assert is_summary_request(summary.instruction.text)
+    normal = transcript(2)
+    assert not is_summary_request(normal)
+    assert not is_summary_request(req(*normal))
+    assert not is_summary_request(normal[-1].text)
+    assert not is_summary_request([])
+    quoted = Message.assistant(summary.instruction.text)  # the instruction, but not asked
+    assert not is_summary_request([*summary.replay, quoted])
+
+
+async def test_a_fake_answering_summary_requests_with_the_fake_summary_is_summarized() -> None:
+    """`FAKE_SUMMARY` is a checkpoint the engine accepts: a fake can answer summaries with it."""
+    provider = FunctionProvider(
+        lambda r: FAKE_SUMMARY if is_summary_request(r) else Message.assistant("next")
+    )
+    compactor = Compactor(
+        resolve_compaction_policy(None, 4_000), summarizer=provider_summarizer(provider)
+    )
+    await compactor.prepare_async(transcript(40))
+    assert [(c.action, c.status) for c in compactor.record.compactions()] == [
+        ("summarize", "closed")
+    ]
+    assert [is_summary_request(r) for r in provider.requests] == [True]

@@ -5,6 +5,11 @@
 prompt-caching provider (billed tokens, cache reads and writes by longest common prefix, TTL, the
 400 context overflow), so cache behaviour is testable without a network. All three record every
 request in `.requests` and every reply in `.completions`, and stream by replaying `complete`.
+
+Compaction asks the session's own model for its summaries, so a scripted fake gets summary
+requests between the steps of its script. `is_summary_request` tells them apart; a fake can
+answer them with `FAKE_SUMMARY`. Each framework adapter has a `FakeSummaries` wrapper that does
+this for the framework's own fake models.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
+from .compaction import is_summary_instruction
 from .errors import ConfigError, ProviderError
 from .messages import ImagePart, Message, TextPart, ToolCall
 from .providers.base import (
@@ -32,6 +38,7 @@ from .record import Usage
 from .tokens import estimate_tokens, image_tokens
 
 __all__ = [
+    "FAKE_SUMMARY",
     "CacheRules",
     "CachingProvider",
     "FunctionProvider",
@@ -39,6 +46,7 @@ __all__ = [
     "ScriptExhaustedError",
     "ScriptItem",
     "ScriptedProvider",
+    "is_summary_request",
 ]
 
 Reply: TypeAlias = Completion | Message | str
@@ -46,6 +54,27 @@ Reply: TypeAlias = Completion | Message | str
 
 ScriptItem: TypeAlias = Reply | BaseException | Callable[[CompletionRequest], Reply]
 """One step of a `ScriptedProvider` script: a reply, an error to raise, or a reply function."""
+
+
+FAKE_SUMMARY = (
+    "## Primary Request\nThe task the conversation started with (a test fake wrote this summary)."
+    "\n## Current Work\nContinuing from the messages this checkpoint replaces."
+)
+"""A checkpoint summary the engine accepts, for fakes to answer summary requests with."""
+
+
+def is_summary_request(request: CompletionRequest | Sequence[Message] | str) -> bool:
+    """Whether `request` asks the model for a checkpoint summary rather than its next step.
+
+    A summary request ends with the engine's summary instruction as a user message. Pass a
+    `CompletionRequest`, its messages, or the text of a request's last user message (what a
+    framework's fake model can read from its own message types).
+    """
+    if isinstance(request, str):
+        return is_summary_instruction(request)
+    messages = request.messages if isinstance(request, CompletionRequest) else request
+    last = messages[-1] if messages else None
+    return last is not None and last.role == "user" and is_summary_instruction(last.text)
 
 
 class ScriptExhaustedError(AssertionError):
