@@ -9,7 +9,7 @@ from steerable_compaction import ConfigError, Message
 from steerable_compaction.compaction import SummaryRequest
 from steerable_compaction.engine import CompactionHooks
 from steerable_compaction.harness import SUMMARIZER_ENV, default_harness_text, load_harness
-from steerable_compaction.record import MemoryRecord
+from steerable_compaction.record import MemoryRecord, SqliteRecord
 from steerable_compaction.retry import RetryHooks
 from steerable_compaction.spill import SpillHooks
 
@@ -159,3 +159,17 @@ def test_a_missing_harness_file_is_a_config_error(tmp_path: Path) -> None:
         load_harness(
             tmp_path / "nope.yaml", provider=Queue(), record=MemoryRecord(), model="gpt-4o", env={}
         )
+
+
+def test_closing_the_harness_releases_the_records_writer_lock(tmp_path: Path) -> None:
+    """`close()` and the `with` block close the record: its lock file goes, a writer may open it."""
+    path = tmp_path / "session.db"
+    lock = Path(str(path) + ".writer-lock")
+    harness = load_harness(provider=Queue(), record=SqliteRecord(path), model="gpt-4o", env={})
+    assert lock.exists()
+    harness.close()
+    harness.close()  # twice is harmless
+    assert not lock.exists() and harness.loop.record.closed
+    with load_harness(provider=Queue(), record=SqliteRecord(path), model="gpt-4o", env={}) as again:
+        assert lock.exists() and not again.loop.record.closed
+    assert not lock.exists() and again.loop.record.closed
