@@ -58,13 +58,16 @@ FSYNC_POLICIES: frozenset[str] = frozenset(get_args(FsyncPolicy))
 class CompactionInfo:
     """One compaction as the record tells it.
 
-    `status` is `"closed"` for a bracket closed by its boundary, `"open"` for a bracket without
-    a boundary (a crash or a failed summarizer), `"abandoned"` for a bracket recovery gave up
-    (no boundary will come), `"fold"` for a boundary without a bracket. `retained` is the
-    retention check's `(found, kept)` atoms of a summary, when it ran.
+    `status` is `"closed"` for a bracket closed by its boundary, `"refused"` for a bracket whose
+    summary was not used (the summarizer failed, or its text was empty, degenerate or too long)
+    and that a later compaction moved past, `"open"` for a bracket without a boundary and
+    nothing after it (a crash, or a summary still being written), `"abandoned"` for a bracket
+    recovery gave up (no boundary will come), `"fold"` for a boundary without a bracket.
+    `retained` is the retention check's `(found, kept)` atoms of a summary, when it ran.
+    `str()` tells it in one line: `summarize (pressure) 6,617 -> 1,770 tokens`.
     """
 
-    status: Literal["closed", "open", "abandoned", "fold"]
+    status: Literal["closed", "refused", "open", "abandoned", "fold"]
     compaction_id: str | None
     action: str
     trigger: str
@@ -76,6 +79,16 @@ class CompactionInfo:
     summary_seq: int | None
     boundary_seq: int | None
     retained: tuple[int, int] | None = None
+
+    def __str__(self) -> str:
+        head = f"{self.action} ({self.trigger}) {self.pre_tokens:,}"
+        if self.post_tokens is not None:
+            return f"{head} -> {self.post_tokens:,} tokens"
+        outcome = {
+            "refused": "summary refused, the messages stay as they were",
+            "abandoned": "abandoned by recovery, the messages stay as they were",
+        }.get(self.status, "unclosed: a crash, or a summary still being written")
+        return f"{head} tokens: {outcome}"
 
 
 def _durable_kind(event: Event) -> bool:
@@ -166,8 +179,11 @@ class Record(ABC):
         out: list[CompactionInfo] = []
         closed: set[str] = set()
         abandoned: set[str] = set()
+        latest = -1  # the seq of the newest compaction start, boundary or abandonment
         for entry in self._entries:
             event = entry.event
+            if isinstance(event, CompactionStart | CompactionBoundary | CompactionAbandoned):
+                latest = entry.seq
             if isinstance(event, CompactionAbandoned):
                 abandoned.add(event.compaction_id)
             elif isinstance(event, CompactionStart):
@@ -196,9 +212,14 @@ class Record(ABC):
                 )
         for cid, (seq, start) in starts.items():
             if cid not in closed:
+                # An unclosed bracket that a later compaction moved past was never going to
+                # close: its summary was refused (recovery reuses or abandons a crash's).
+                status: Literal["refused", "open", "abandoned"] = (
+                    "abandoned" if cid in abandoned else "refused" if latest > seq else "open"
+                )
                 out.append(
                     CompactionInfo(
-                        status="abandoned" if cid in abandoned else "open",
+                        status=status,
                         compaction_id=cid,
                         action=start.action,
                         trigger=start.trigger,
