@@ -19,6 +19,7 @@ import argparse
 import contextlib
 import difflib
 import functools
+import importlib.util
 import json
 import os
 import re
@@ -29,6 +30,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -438,6 +440,21 @@ def block_local_cache(runs: Runs) -> str:
     )
 
 
+def block_settings(runs: Runs) -> str:
+    """Every policy knob: type, default per tier, allowed values, meaning (docs/settings.toml)."""
+    page = _sibling("settings_page")
+    return str(page.render())
+
+
+def _sibling(name: str) -> ModuleType:
+    """`docs/NAME.py`, imported (the docs scripts are not a package)."""
+    spec = importlib.util.spec_from_file_location(name, DOCS / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 BLOCKS: dict[str, Callable[[Runs], str]] = {
     "demo": block_demo,
     "demo-inspect": block_demo_inspect,
@@ -448,8 +465,9 @@ BLOCKS: dict[str, Callable[[Runs], str]] = {
     "sidecar": block_sidecar,
     "durations": block_durations,
     "local-cache": block_local_cache,
+    "settings": block_settings,
 }
-CHEAP = ("demo", "demo-inspect", "cli-synopsis", "sidecar", "durations", "local-cache")
+CHEAP = ("demo", "demo-inspect", "cli-synopsis", "sidecar", "durations", "local-cache", "settings")
 
 
 # -- rewriting ----------------------------------------------------------------------------------

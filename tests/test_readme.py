@@ -65,13 +65,20 @@ def test_the_docs_need_nothing_outside_the_repository_to_be_read() -> None:
     """No requirement ids, spec layers or a "spec" a reader cannot find here.
 
     `docs/requirements.md` is where the ids the code and tests cite are defined, so it names
-    them; every other page is written without them.
+    them; every other page names one only as a link to it (the settings page does).
     """
     for path in [README, *DOCS]:
         if path.name == "requirements.md":
             continue
-        text = path.read_text(encoding="utf-8")
+        text = re.sub(r"\[R\d{1,2}b?\]\(requirements\.md\)", "", path.read_text(encoding="utf-8"))
         assert not re.search(r"\bR\d{1,2}b?\b|\bL1\.5\b|\bL[23]\b|the spec\b", text), path.name
+
+
+def test_the_docs_index_lists_every_page() -> None:
+    """docs/README.md links each page of docs/ (and no page links there that is not one)."""
+    index = (ROOT / "docs" / "README.md").read_text(encoding="utf-8")
+    linked = set(re.findall(r"\]\(([\w-]+\.md)\)", index))
+    assert linked == {p.name for p in DOCS if p.name != "README.md"}
 
 
 @pytest.mark.slow
