@@ -271,6 +271,15 @@ def block_eval_tasks(runs: Runs) -> str:
     )
 
 
+def block_eval_task_list(runs: Runs) -> str:
+    """Every task `eval` plays, with its own description (so none is left unnamed)."""
+    from steerable_compaction.sim.tasks import TASK_NAMES, build_task
+
+    rows = ["| task | what it plays |", "|---|---|"]
+    rows += [f"| `{name}` | {build_task(name).description} |" for name in TASK_NAMES]
+    return "\n".join(rows) + "\n"
+
+
 ABLATIONS = (
     ("the packaged harness", None),
     ("fold before summarizing", "compaction:\n  fold_first: true\n"),
@@ -409,8 +418,8 @@ def block_durations(runs: Runs) -> str:
         )
     if tests:
         parts.append(
-            f"The tests ({tests['passed']:,} passed, {tests['skipped']} skipped without the "
-            f"`local` extra) took {_minutes(tests['seconds'])}."
+            f"The tests ({tests['passed']:,} passed, {_skipped(tests)}) took "
+            f"{_minutes(tests['seconds'])}."
         )
     if ci:
         parts.append(
@@ -428,6 +437,45 @@ def block_durations(runs: Runs) -> str:
         f"Measured on {' and '.join(machines)}, {' to '.join(dates[:: len(dates) - 1 or 1])}."
     )
     return " ".join(parts) + "\n"
+
+
+def _skipped(tests: dict[str, Any]) -> str:
+    """'70 skipped: 62 without a PostgreSQL server, 8 without the `local` extra'."""
+    causes = tests.get("skipped_for") or {}
+    if not causes:
+        return f"{tests['skipped']} skipped"
+    listed = ", ".join(f"{n} without {cause}" for cause, n in causes.items())
+    return f"{tests['skipped']} skipped: {listed}"
+
+
+def collected_tests() -> int:
+    """How many tests the suite holds now (`pytest --collect-only`)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"],
+        cwd=ROOT,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    found = re.search(r"^(\d+) tests? collected", done.stdout, re.M)
+    if done.returncode != 0 or found is None:
+        raise SystemExit(f"pytest --collect-only failed:\n{done.stdout[-3000:]}{done.stderr}")
+    return int(found[1])
+
+
+def stale_test_counts(collected: int) -> str | None:
+    """Why the measured test counts are not this suite's, or `None` when they are."""
+    tests = _load_measurements().get("tests")
+    if not tests:
+        return None
+    measured = tests["passed"] + tests["skipped"]
+    if measured == collected:
+        return None
+    return (
+        f"docs/measurements.json counts {measured:,} tests ({tests['measured']}), the suite "
+        f"holds {collected:,}: run `python docs/measure.py tests`"
+    )
 
 
 def block_local_cache(runs: Runs) -> str:
@@ -466,8 +514,18 @@ BLOCKS: dict[str, Callable[[Runs], str]] = {
     "durations": block_durations,
     "local-cache": block_local_cache,
     "settings": block_settings,
+    "eval-task-list": block_eval_task_list,
 }
-CHEAP = ("demo", "demo-inspect", "cli-synopsis", "sidecar", "durations", "local-cache", "settings")
+CHEAP = (
+    "demo",
+    "demo-inspect",
+    "cli-synopsis",
+    "sidecar",
+    "durations",
+    "local-cache",
+    "settings",
+    "eval-task-list",
+)
 
 
 # -- rewriting ----------------------------------------------------------------------------------
@@ -540,8 +598,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     used = {n for text in texts.values() for n in blocks_in(text)}
     stale = _rewrite(texts, generate([n for n in wanted if n in used]), check=args.check)
     names = ", ".join(str(p.relative_to(ROOT)) for p in stale)
-    if args.check and stale:
-        print(f"stale: {names}; run `python docs/update_readme.py`", file=sys.stderr)
+    # The durations quote the measured test counts: they must be this suite's.
+    counts = stale_test_counts(collected_tests()) if "durations" in wanted else None
+    if counts is not None:
+        print(f"stale: {counts}", file=sys.stderr)
+    if args.check and (stale or counts):
+        if stale:
+            print(f"stale: {names}; run `python docs/update_readme.py`", file=sys.stderr)
         return 1
     print(f"rewrote {names}" if stale else "every generated block is current", file=sys.stderr)
     return 0

@@ -107,3 +107,69 @@ def test_render_replaces_only_the_named_blocks() -> None:
     )
     assert module.render(text, {"x": "new\n"}) == text.replace("old", "new")
     assert module.blocks_in(text) == ["x", "y"]
+
+
+def test_skipped_tests_are_counted_by_what_they_lacked() -> None:
+    """`measure.skip_reasons` groups pytest's `-ra` summary by the tests' own skip messages."""
+    output = (
+        "SKIPPED [3] tests/test_a.py:12: STEERABLE_TEST_POSTGRES is unset: set it to a URL\n"
+        "SKIPPED [1] tests/test_b.py:40: STEERABLE_TEST_POSTGRES is unset: set it to a URL\n"
+        "SKIPPED [2] tests/test_c.py:7: needs the local extra (pip install -e '.[local]')\n"
+        "SKIPPED [1] tests/test_d.py:9: flaky on this kernel\n"
+        "3 passed, 7 skipped in 1.00s\n"
+    )
+    assert docs_script("measure").skip_reasons(output) == {
+        "a PostgreSQL server": 4,
+        "the `local` extra": 2,
+        "flaky on this kernel": 1,
+    }
+
+
+def test_the_durations_say_what_the_skipped_tests_lacked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rendered test counts explain every skip (a measurement from before says less)."""
+    module = update_readme()
+    tests = {"passed": 1963, "skipped": 70, "seconds": 420, "measured": "d", "machine": "m"}
+    causes = {"a PostgreSQL server": 62, "the `local` extra": 8}
+    monkeypatch.setattr(module, "_load_measurements", lambda: {"tests": tests})
+    assert "(1,963 passed, 70 skipped) took 7 min." in module.block_durations(None)
+    tests["skipped_for"] = causes
+    assert (
+        "(1,963 passed, 70 skipped: 62 without a PostgreSQL server, 8 without the `local` "
+        "extra) took 7 min." in module.block_durations(None)
+    )
+
+
+def test_measured_test_counts_must_be_the_suites(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--check` fails when the measured run counted another number of tests than the suite."""
+    module = update_readme()
+    tests = {"passed": 1963, "skipped": 70, "measured": "2026-12-01"}
+    monkeypatch.setattr(module, "_load_measurements", lambda: {"tests": tests})
+    assert module.stale_test_counts(2033) is None
+    assert module.stale_test_counts(2040) == (
+        "docs/measurements.json counts 2,033 tests (2026-12-01), the suite holds 2,040: "
+        "run `python docs/measure.py tests`"
+    )
+    monkeypatch.setattr(module, "_load_measurements", dict)
+    assert module.stale_test_counts(2040) is None  # nothing measured, nothing quoted
+
+
+def test_the_suites_size_is_counted_by_collecting_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`collected_tests` asks pytest how many tests the project holds (parametrized ones too)."""
+    module = update_readme()
+    (tmp_path / "test_few.py").write_text(
+        "import pytest\n\ndef test_a():\n    pass\n\n"
+        "@pytest.mark.parametrize('n', [1, 2])\ndef test_b(n):\n    pass\n",
+        encoding="utf-8",
+    )
+    monkeypatch.setattr(module, "ROOT", tmp_path)
+    assert module.collected_tests() == 3
+
+
+def test_the_task_list_names_every_task_eval_plays() -> None:
+    """docs/eval.md's task table has one row per task, in the simulator's order."""
+    from steerable_compaction.sim.tasks import TASK_NAMES
+
+    rows = update_readme().block_eval_task_list(None).splitlines()[2:]
+    assert [row.split("`")[1] for row in rows] == list(TASK_NAMES)
