@@ -201,20 +201,14 @@ def test_a_filter_input_that_does_not_continue_the_session_is_refused() -> None:
 # -- FakeSummaries --------------------------------------------------------------------------------
 
 
+# A model call's arguments after the input: settings, tools, output schema, handoffs, tracing.
+REST: tuple[Any, ...] = (ModelSettings(), [], None, [], ModelTracing.DISABLED)
+IDS: dict[str, Any] = {"previous_response_id": None, "conversation_id": None, "prompt": None}
+
+
 async def respond(model: FakeSummaries, items: Any) -> str:
     """The text `model` answers `items` with."""
-    response = await model.get_response(
-        None,
-        items,
-        ModelSettings(),
-        [],
-        None,
-        [],
-        ModelTracing.DISABLED,
-        previous_response_id=None,
-        conversation_id=None,
-        prompt=None,
-    )
+    response = await model.get_response(None, items, *REST, **IDS)
     return "".join(ItemHelpers.extract_text(item) or "" for item in response.output)
 
 
@@ -237,18 +231,7 @@ async def test_fake_summaries_streams_from_the_wrapped_model() -> None:
     """A streamed request goes to the wrapped model whatever it asks."""
     scripted = ScriptedModel([[assistant_message("Hi.")]])
     model = FakeSummaries(scripted)
-    stream = model.stream_response(
-        None,
-        "Hello.",
-        ModelSettings(),
-        [],
-        None,
-        [],
-        ModelTracing.DISABLED,
-        previous_response_id=None,
-        conversation_id=None,
-        prompt=None,
-    )
+    stream = model.stream_response(None, "Hello.", *REST, **IDS)
     events = [event async for event in stream]
     assert events and scripted.remaining_steps == 0
 

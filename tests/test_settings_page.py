@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
@@ -31,48 +32,35 @@ def test_every_knob_is_on_the_page_with_its_default_in_each_tier(page: ModuleTyp
     assert "- `headroom_tokens`: " in text and "Default: min(window // 16" in text
 
 
-def entries(tmp_path: Path, page: ModuleType, monkeypatch: pytest.MonkeyPatch, text: str) -> None:
-    """Point the page at a meanings file holding the real one plus `text`."""
-    real = page.MEANINGS.read_text(encoding="utf-8")
+def meanings(
+    tmp_path: Path, page: ModuleType, monkeypatch: pytest.MonkeyPatch, edit: Callable[[str], str]
+) -> None:
+    """Point the page at a copy of the meanings file, changed by `edit`."""
     path = tmp_path / "settings.toml"
-    path.write_text(real + text, encoding="utf-8")
+    path.write_text(edit(page.MEANINGS.read_text(encoding="utf-8")), encoding="utf-8")
     monkeypatch.setattr(page, "MEANINGS", path)
 
 
-def test_a_meaning_without_its_knob_fails(
-    page: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("edit", "error"),
+    [
+        (lambda real: real + '[keep_last_everything]\nmeaning = "x"\n', "unknown .'keep_last_"),
+        (lambda real: real[: real.index("[recall_result_tokens]")], "missing .'recall_result_"),
+        (lambda real: real.replace('"R5"', '"R99"'), "max_context_tokens: R99 is not in"),
+        (lambda real: real.replace('requirement = "R5"', "since = 1"), "max_context_tokens: an"),
+    ],
+    ids=["a meaning without its knob", "a knob without its meaning", "unknown id", "stray field"],
+)
+def test_meanings_that_disagree_with_the_policy_fail(
+    edit: Callable[[str], str],
+    error: str,
+    page: ModuleType,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """An entry for no knob fails naming it: the page cannot describe a knob that is gone."""
-    entries(tmp_path, page, monkeypatch, '[keep_last_everything]\nmeaning = "x"\n')
-    with pytest.raises(SystemExit, match=r"unknown \['keep_last_everything'\]"):
-        page.render()
-
-
-def test_a_knob_without_its_meaning_fails(
-    page: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A policy field the meanings file lacks fails naming it."""
-    real = page.MEANINGS.read_text(encoding="utf-8")
-    start = real.index("[recall_result_tokens]")
-    path = tmp_path / "settings.toml"
-    path.write_text(real[:start], encoding="utf-8")
-    monkeypatch.setattr(page, "MEANINGS", path)
-    with pytest.raises(SystemExit, match=r"missing \['recall_result_tokens'\]"):
-        page.render()
-
-
-def test_an_unknown_requirement_or_field_fails(
-    page: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A requirement id the requirements page lacks, or a stray field, fails naming the knob."""
-    real = page.MEANINGS.read_text(encoding="utf-8")
-    path = tmp_path / "settings.toml"
-    monkeypatch.setattr(page, "MEANINGS", path)
-    path.write_text(real.replace('requirement = "R5"', 'requirement = "R99"'), encoding="utf-8")
-    with pytest.raises(SystemExit, match="max_context_tokens: R99"):
-        page.render()
-    path.write_text(real.replace('requirement = "R5"', 'since = "0.1"'), encoding="utf-8")
-    with pytest.raises(SystemExit, match="max_context_tokens: an entry"):
+    """The page fails naming the knob: every knob has one meaning, every id is a requirement."""
+    meanings(tmp_path, page, monkeypatch, edit)
+    with pytest.raises(SystemExit, match=error):
         page.render()
 
 

@@ -239,33 +239,9 @@ class FakeSummaries(Model):
             prompt=prompt,
         )
 
-    def stream_response(
-        self,
-        system_instructions: str | None,
-        input: str | list[Item],
-        model_settings: ModelSettings,
-        tools: list[Tool],
-        output_schema: AgentOutputSchemaBase | None,
-        handoffs: list[Handoff],
-        tracing: ModelTracing,
-        *,
-        previous_response_id: str | None,
-        conversation_id: str | None,
-        prompt: ResponsePromptParam | None,
-    ) -> AsyncIterator[TResponseStreamEvent]:
-        """`model`'s stream (the session never streams a summary request)."""
-        return self.model.stream_response(
-            system_instructions,
-            input,
-            model_settings,
-            tools,
-            output_schema,
-            handoffs,
-            tracing,
-            previous_response_id=previous_response_id,
-            conversation_id=conversation_id,
-            prompt=prompt,
-        )
+    def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[TResponseStreamEvent]:
+        """`model`'s stream, whatever it asks (the session never streams a summary request)."""
+        return self.model.stream_response(*args, **kwargs)
 
 
 def _asks_summary(items: Sequence[Item]) -> bool:

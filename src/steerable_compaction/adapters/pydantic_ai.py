@@ -88,18 +88,18 @@ __all__ = [
 class _Engine:
     """What the capability and the processor share: the compactor, its record and the bridge.
 
-    `summarizer` (sync or async, given a `SummaryRequest`) writes the summaries instead of the
-    agent's own model; `summarize` is deprecated (`False`: `summarizer_enabled=False`).
+    Its arguments are `CompactionHistory`'s.
     """
 
     def __init__(
         self,
         policy: CompactionPolicy,
-        record: Record | None,
-        model: str | None,
-        summarizer: AnySummarizer | None,
-        summarizer_timeout: float | None,
-        env: Mapping[str, str] | None,
+        *,
+        record: Record | None = None,
+        model: str | None = None,
+        summarizer: AnySummarizer | None = None,
+        summarizer_timeout: float | None = 300.0,
+        env: Mapping[str, str] | None = None,
         summarize: bool | None = None,
     ) -> None:
         self.compactor: Compactor = turn_model_compactor(
@@ -136,22 +136,14 @@ class _Engine:
 
 
 class CompactionHistory(_Engine, AbstractCapability[Any]):
-    """Compacts what the model sees; the record keeps every message (see module doc)."""
+    """Compacts what the model sees; the record keeps every message (see module doc).
 
-    def __init__(
-        self,
-        policy: CompactionPolicy,
-        *,
-        record: Record | None = None,
-        model: str | None = None,
-        summarizer: AnySummarizer | None = None,
-        summarizer_timeout: float | None = 300.0,
-        env: Mapping[str, str] | None = None,
-        summarize: bool | None = None,
-    ) -> None:
-        _Engine.__init__(
-            self, policy, record, model, summarizer, summarizer_timeout, env, summarize
-        )
+    `CompactionHistory(policy, *, record, model, summarizer, summarizer_timeout, env)`: `record`
+    defaults to a `MemoryRecord`; `model` names the model family for token estimates;
+    `summarizer` (sync or async, given a `SummaryRequest`) writes the summaries instead of the
+    agent's own model. `summarize` is deprecated: `summarize=False` is a policy with
+    `summarizer_enabled=False`.
+    """
 
     async def before_model_request(
         self, ctx: RunContext[Any], request_context: ModelRequestContext
@@ -178,18 +170,6 @@ class CompactionProcessor(_Engine):
 
     Takes the same arguments as `CompactionHistory`.
     """
-
-    def __init__(
-        self,
-        policy: CompactionPolicy,
-        *,
-        record: Record | None = None,
-        model: str | None = None,
-        summarizer: AnySummarizer | None = None,
-        summarizer_timeout: float | None = 300.0,
-        env: Mapping[str, str] | None = None,
-    ) -> None:
-        super().__init__(policy, record, model, summarizer, summarizer_timeout, env)
 
     async def __call__(
         self, ctx: RunContext[Any], messages: list[ModelMessage]
