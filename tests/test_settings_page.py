@@ -46,7 +46,7 @@ def meanings(
     [
         (lambda real: real + '[keep_last_everything]\nmeaning = "x"\n', "unknown .'keep_last_"),
         (lambda real: real[: real.index("[recall_result_tokens]")], "missing .'recall_result_"),
-        (lambda real: real.replace('"R5"', '"R99"'), "max_context_tokens: R99 is not in"),
+        (lambda real: real.replace('"R5"', '"X9"'), "max_context_tokens: X9 is not in"),
         (lambda real: real.replace('requirement = "R5"', "since = 1"), "max_context_tokens: an"),
     ],
     ids=["a meaning without its knob", "a knob without its meaning", "unknown id", "stray field"],
