@@ -64,7 +64,28 @@ def measure_tests() -> dict[str, Any]:
     found = re.search(r"(\d+) passed(?:, (\d+) skipped)?", done.stdout)
     if done.returncode != 0 or found is None:
         raise SystemExit(f"the tests failed:\n{done.stdout[-3000:]}")
-    return {"seconds": round(seconds), "passed": int(found[1]), "skipped": int(found[2] or 0)}
+    return {
+        "seconds": round(seconds),
+        "passed": int(found[1]),
+        "skipped": int(found[2] or 0),
+        "skipped_for": skip_reasons(done.stdout),
+    }
+
+
+# What a skipped test lacked, by a phrase of its reason (the tests' own skip messages).
+SKIP_CAUSES = {"STEERABLE_TEST_POSTGRES": "a PostgreSQL server", "local extra": "the `local` extra"}
+
+
+def skip_reasons(output: str) -> dict[str, int]:
+    """How many tests skipped for want of what, from pytest's `-ra` summary in `output`.
+
+    A reason matching none of `SKIP_CAUSES` is counted under its own text.
+    """
+    counts: dict[str, int] = {}
+    for count, reason in re.findall(r"^SKIPPED \[(\d+)\] [^:]+:\d+: (.*)$", output, re.M):
+        cause = next((c for phrase, c in SKIP_CAUSES.items() if phrase in reason), reason)
+        counts[cause] = counts.get(cause, 0) + int(count)
+    return counts
 
 
 def measure_first_command() -> dict[str, Any]:

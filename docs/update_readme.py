@@ -19,6 +19,7 @@ import argparse
 import contextlib
 import difflib
 import functools
+import importlib.util
 import json
 import os
 import re
@@ -29,6 +30,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -269,6 +271,15 @@ def block_eval_tasks(runs: Runs) -> str:
     )
 
 
+def block_eval_task_list(runs: Runs) -> str:
+    """Every task `eval` plays, with its own description (so none is left unnamed)."""
+    from steerable_compaction.sim.tasks import TASK_NAMES, build_task
+
+    rows = ["| task | what it plays |", "|---|---|"]
+    rows += [f"| `{name}` | {build_task(name).description} |" for name in TASK_NAMES]
+    return "\n".join(rows) + "\n"
+
+
 ABLATIONS = (
     ("the packaged harness", None),
     ("fold before summarizing", "compaction:\n  fold_first: true\n"),
@@ -407,8 +418,8 @@ def block_durations(runs: Runs) -> str:
         )
     if tests:
         parts.append(
-            f"The tests ({tests['passed']:,} passed, {tests['skipped']} skipped without the "
-            f"`local` extra) took {_minutes(tests['seconds'])}."
+            f"The tests ({tests['passed']:,} passed, {_skipped(tests)}) took "
+            f"{_minutes(tests['seconds'])}."
         )
     if ci:
         parts.append(
@@ -428,6 +439,45 @@ def block_durations(runs: Runs) -> str:
     return " ".join(parts) + "\n"
 
 
+def _skipped(tests: dict[str, Any]) -> str:
+    """'70 skipped: 62 without a PostgreSQL server, 8 without the `local` extra'."""
+    causes = tests.get("skipped_for") or {}
+    if not causes:
+        return f"{tests['skipped']} skipped"
+    listed = ", ".join(f"{n} without {cause}" for cause, n in causes.items())
+    return f"{tests['skipped']} skipped: {listed}"
+
+
+def collected_tests() -> int:
+    """How many tests the suite holds now (`pytest --collect-only`)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"],
+        cwd=ROOT,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    found = re.search(r"^(\d+) tests? collected", done.stdout, re.M)
+    if done.returncode != 0 or found is None:
+        raise SystemExit(f"pytest --collect-only failed:\n{done.stdout[-3000:]}{done.stderr}")
+    return int(found[1])
+
+
+def stale_test_counts(collected: int) -> str | None:
+    """Why the measured test counts are not this suite's, or `None` when they are."""
+    tests = _load_measurements().get("tests")
+    if not tests:
+        return None
+    measured = tests["passed"] + tests["skipped"]
+    if measured == collected:
+        return None
+    return (
+        f"docs/measurements.json counts {measured:,} tests ({tests['measured']}), the suite "
+        f"holds {collected:,}: run `python docs/measure.py tests`"
+    )
+
+
 def block_local_cache(runs: Runs) -> str:
     """The last `benchmarks/real_cache.py` run (a real model: `python docs/measure.py local`)."""
     local = _load_measurements().get("local")
@@ -436,6 +486,21 @@ def block_local_cache(runs: Runs) -> str:
     return fence("$ python benchmarks/real_cache.py\n" + local["output"]) + (
         f"\n(measured {local['measured']} on {local['machine']})\n"
     )
+
+
+def block_settings(runs: Runs) -> str:
+    """Every policy knob: type, default per tier, allowed values, meaning (docs/settings.toml)."""
+    page = _sibling("settings_page")
+    return str(page.render())
+
+
+def _sibling(name: str) -> ModuleType:
+    """`docs/NAME.py`, imported (the docs scripts are not a package)."""
+    spec = importlib.util.spec_from_file_location(name, DOCS / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 BLOCKS: dict[str, Callable[[Runs], str]] = {
@@ -448,8 +513,19 @@ BLOCKS: dict[str, Callable[[Runs], str]] = {
     "sidecar": block_sidecar,
     "durations": block_durations,
     "local-cache": block_local_cache,
+    "settings": block_settings,
+    "eval-task-list": block_eval_task_list,
 }
-CHEAP = ("demo", "demo-inspect", "cli-synopsis", "sidecar", "durations", "local-cache")
+CHEAP = (
+    "demo",
+    "demo-inspect",
+    "cli-synopsis",
+    "sidecar",
+    "durations",
+    "local-cache",
+    "settings",
+    "eval-task-list",
+)
 
 
 # -- rewriting ----------------------------------------------------------------------------------
@@ -522,8 +598,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     used = {n for text in texts.values() for n in blocks_in(text)}
     stale = _rewrite(texts, generate([n for n in wanted if n in used]), check=args.check)
     names = ", ".join(str(p.relative_to(ROOT)) for p in stale)
-    if args.check and stale:
-        print(f"stale: {names}; run `python docs/update_readme.py`", file=sys.stderr)
+    # The durations quote the measured test counts: they must be this suite's.
+    counts = stale_test_counts(collected_tests()) if "durations" in wanted else None
+    if counts is not None:
+        print(f"stale: {counts}", file=sys.stderr)
+    if args.check and (stale or counts):
+        if stale:
+            print(f"stale: {names}; run `python docs/update_readme.py`", file=sys.stderr)
         return 1
     print(f"rewrote {names}" if stale else "every generated block is current", file=sys.stderr)
     return 0

@@ -1,13 +1,14 @@
 """Tests for `steerable_compaction.adapters.langchain` on the real LangChain v1 agent loop.
 
-The model is LangChain's own `GenericFakeChatModel`, extended only to record each request and
-to answer the summary instruction with a summary (no network).
+The model is LangChain's own `GenericFakeChatModel` inside the adapter's `FakeSummaries`,
+extended only to record each request (no network).
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -15,7 +16,10 @@ import pytest
 pytest.importorskip("langchain.agents", reason="needs the langchain extra")
 
 from langchain.agents import create_agent
-from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.language_models.fake_chat_models import (
+    FakeMessagesListChatModel,
+    GenericFakeChatModel,
+)
 from langchain_core.messages import (
     AIMessage,
     AnyMessage,
@@ -25,8 +29,10 @@ from langchain_core.messages import (
     SystemMessage,
     ToolMessage,
 )
-from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.outputs import ChatResult
+from langchain_core.runnables import RunnableBinding, RunnableConfig
 from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import Field
 
 from steerable_compaction import (
@@ -37,11 +43,13 @@ from steerable_compaction import (
 )
 from steerable_compaction.adapters.langchain import (
     CompactionMiddleware,
+    FakeSummaries,
     from_langchain,
     to_langchain,
 )
-from steerable_compaction.compaction import SUMMARY_INSTRUCTION
+from steerable_compaction.compaction import SUMMARY_INSTRUCTION, SummaryRequest
 from steerable_compaction.messages import ImagePart, TextPart, ToolCall, ToolResult
+from steerable_compaction.testing import FAKE_SUMMARY
 
 SUMMARY = "## Primary Request\nRead the compiler modules.\n## Current Work\nRead " + ", ".join(
     f"m{i}.py" for i in range(20)
@@ -50,13 +58,13 @@ PNG = b"\x89PNG\r\n\x1a\n fake png bytes"
 PNG_B64 = base64.b64encode(PNG).decode("ascii")
 
 
-class RecordingFakeModel(GenericFakeChatModel):
-    """LangChain's fake chat model: records requests; summary requests get `SUMMARY`."""
+class RecordingFakeModel(FakeSummaries):
+    """`FakeSummaries` around LangChain's fake chat model, recording every request in order."""
 
     requests: list[list[BaseMessage]] = Field(default_factory=list)
 
-    def bind_tools(self, tools: Any, **kwargs: Any) -> RecordingFakeModel:
-        return self  # the fake answers from its script; the tools are the agent's business
+    def __init__(self, messages: Iterator[AIMessage | str]) -> None:
+        super().__init__(GenericFakeChatModel(messages=messages), summary=SUMMARY)
 
     def _generate(
         self,
@@ -66,9 +74,17 @@ class RecordingFakeModel(GenericFakeChatModel):
         **kwargs: Any,
     ) -> ChatResult:
         self.requests.append(list(messages))
-        if messages[-1].text == SUMMARY_INSTRUCTION:
-            return ChatResult(generations=[ChatGeneration(message=AIMessage(content=SUMMARY))])
         return super()._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
+
+    async def _agenerate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: Any = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        self.requests.append(list(messages))
+        return await super()._agenerate(messages, stop=stop, run_manager=run_manager, **kwargs)
 
 
 @tool
@@ -77,14 +93,14 @@ def read_file(path: str) -> str:
     return f"# {path}\n" + "the parser reads each token and records its position\n" * 40
 
 
-def reads(count: int) -> list[AIMessage | str]:
-    """`count` tool-calling replies, then a final answer."""
+def reads(count: int, first: int = 0) -> list[AIMessage | str]:
+    """`count` tool-calling replies (from module `first` on), then a final answer."""
     calls: list[AIMessage | str] = [
         AIMessage(
             content="",
             tool_calls=[{"name": "read_file", "args": {"path": f"m{i}.py"}, "id": f"c{i}"}],
         )
-        for i in range(count)
+        for i in range(first, first + count)
     ]
     return [*calls, "All modules read."]
 
@@ -106,7 +122,7 @@ def run(model: RecordingFakeModel, mw: CompactionMiddleware | None, text: str) -
 
 def test_the_fake_sees_the_system_prompt_then_the_state_messages() -> None:
     """What the tests rely on: without middleware, each request is system + state messages."""
-    model = RecordingFakeModel(messages=iter(reads(2)))
+    model = RecordingFakeModel(iter(reads(2)))
     out = run(model, None, "Read the modules.")
     assert len(model.requests) == 3
     for request in model.requests:
@@ -119,13 +135,13 @@ def test_the_fake_sees_the_system_prompt_then_the_state_messages() -> None:
 
 def test_a_long_run_is_compacted_and_the_state_keeps_everything() -> None:
     """The model sees the projection; the agent state and the record keep every message."""
-    model = RecordingFakeModel(messages=iter(reads(14)))
+    model = RecordingFakeModel(iter(reads(14)))
     mw = middleware()
     out = run(model, mw, "Read the modules.")
     infos = mw.record.compactions()
     assert [(c.action, c.status) for c in infos] == [("summarize", "closed")]
     assert len(out["messages"]) == 30  # the question, 14 calls and results, the answer
-    assert mw.record.message_count == 29  # all but the final answer, recorded before a call
+    assert mw.record.message_count == 30  # every message, the final answer included
     last = model.requests[-1]
     assert len(last) < len(out["messages"])
     assert any(SUMMARY in m.text for m in last)
@@ -133,7 +149,7 @@ def test_a_long_run_is_compacted_and_the_state_keeps_everything() -> None:
 
 def test_the_summary_request_is_the_previous_request_plus_one_instruction() -> None:
     """R24-R27 on LangChain: same system prompt, same leading messages, one instruction."""
-    model = RecordingFakeModel(messages=iter(reads(14)))
+    model = RecordingFakeModel(iter(reads(14)))
     run(model, middleware(), "Read the modules.")
     (k,) = [i for i, r in enumerate(model.requests) if r[-1].text == SUMMARY_INSTRUCTION]
     summary, previous = model.requests[k], model.requests[k - 1]
@@ -145,7 +161,7 @@ def test_the_summary_request_is_the_previous_request_plus_one_instruction() -> N
 
 def test_the_async_loop_compacts_too() -> None:
     """`ainvoke` goes through `awrap_model_call` with the same result."""
-    model = RecordingFakeModel(messages=iter(reads(14)))
+    model = RecordingFakeModel(iter(reads(14)))
     mw = middleware()
     agent = create_agent(model, [read_file], system_prompt="You are terse.", middleware=[mw])
     out = asyncio.run(agent.ainvoke({"messages": [{"role": "user", "content": "Read."}]}))
@@ -163,18 +179,131 @@ def test_the_replys_usage_anchors_the_pressure() -> None:
         ),
         "Done.",
     ]
-    model = RecordingFakeModel(messages=iter(replies))
+    model = RecordingFakeModel(iter(replies))
     mw = middleware()
     run(model, mw, "Read a.py.")
     assert mw.compactor.pressure() >= 4_900
 
 
+def raw_messages(mw: CompactionMiddleware) -> list[Message]:
+    """Every message the record holds, in the order it was appended."""
+    return [entry.event.message for entry in mw.record.history()]  # type: ignore[union-attr]
+
+
+def test_the_record_holds_the_agents_whole_history_in_order() -> None:
+    """Turns with tools and a compaction: the record is the state's history, final reply too."""
+    model = RecordingFakeModel(iter(reads(14) + reads(3, first=14)))
+    mw = middleware()
+    agent = create_agent(
+        model,
+        [read_file],
+        system_prompt="You are terse.",
+        middleware=[mw],
+        checkpointer=InMemorySaver(),
+    )
+    config: RunnableConfig = {"configurable": {"thread_id": "t1"}}
+    first = agent.invoke({"messages": [{"role": "user", "content": "Read m0-m13."}]}, config)
+    assert raw_messages(mw) == from_langchain(first["messages"])
+    state = agent.invoke({"messages": [{"role": "user", "content": "Now m14-m16."}]}, config)
+    assert {(c.action, c.status) for c in mw.record.compactions()} == {("summarize", "closed")}
+    assert len(state["messages"]) == 30 + 8
+    assert raw_messages(mw) == from_langchain(state["messages"])
+    assert model.summary_requests and state["messages"][-1].text == "All modules read."
+
+
+def test_the_async_loop_records_the_final_reply_too() -> None:
+    """`ainvoke` records through `aafter_agent`: the record is the state's history."""
+    mw = middleware()
+    agent = create_agent(RecordingFakeModel(iter(reads(2))), [read_file], middleware=[mw])
+    out = asyncio.run(agent.ainvoke({"messages": [{"role": "user", "content": "Read."}]}))
+    assert raw_messages(mw) == from_langchain(out["messages"])
+
+
+def test_the_final_replys_usage_anchors_the_next_turns_pressure() -> None:
+    """R7: the usage of a reply recorded at the end of a run still reaches the next request."""
+    final = AIMessage(
+        content="Done.",
+        usage_metadata={"input_tokens": 4_900, "output_tokens": 2, "total_tokens": 4_902},
+    )
+    model = RecordingFakeModel(iter([final, "Again."]))
+    mw = middleware()
+    first = run(model, mw, "Hello.")
+    before = mw.compactor.pressure()
+    agent = create_agent(model, [read_file], system_prompt="You are terse.", middleware=[mw])
+    agent.invoke({"messages": [*first["messages"], HumanMessage(content="Once more.")]})
+    assert before < 4_900 <= mw.compactor.pressure()
+
+
+def test_summarizer_writes_the_summaries_instead_of_the_model() -> None:
+    """`summarizer=` (sync here) is asked for each summary; the model never sees the request."""
+    asked: list[SummaryRequest] = []
+
+    def summarizer(request: SummaryRequest) -> str:
+        asked.append(request)
+        return SUMMARY
+
+    policy = resolve_compaction_policy(None, 6_000, keep_last_messages=4)
+    mw = CompactionMiddleware(policy, summarizer=summarizer, env={})
+    model = RecordingFakeModel(iter(reads(14)))
+    run(model, mw, "Read the modules.")
+    assert len(asked) == 1 and model.summary_requests == []
+    assert [(c.action, c.status) for c in mw.record.compactions()] == [("summarize", "closed")]
+
+
+@pytest.mark.parametrize("summarize", [True, False])
+def test_summarize_is_a_deprecated_switch_of_the_llm_summarizer(summarize: bool) -> None:
+    """`summarize=` warns; `False` compacts without the model, as `summarizer_enabled=False`."""
+    policy = resolve_compaction_policy(None, 6_000, keep_last_messages=4)
+    with pytest.deprecated_call(match="summarizer="):
+        mw = CompactionMiddleware(policy, summarize=summarize, env={})
+    assert mw.compactor.policy.summarizer_enabled is summarize
+    model = RecordingFakeModel(iter(reads(14)))
+    run(model, mw, "Read the modules.")
+    assert mw.record.compactions() and bool(model.summary_requests) is summarize
+
+
 def test_one_middleware_serves_one_conversation() -> None:
     """A history that does not continue the recorded one is refused with `MessageError`."""
     mw = middleware()
-    run(RecordingFakeModel(messages=iter(["Hi."])), mw, "First conversation.")
+    run(RecordingFakeModel(iter(["Hi."])), mw, "First conversation.")
     with pytest.raises(MessageError, match="one conversation"):
-        run(RecordingFakeModel(messages=iter(["Hi."])), mw, "Another one.")
+        run(RecordingFakeModel(iter(["Hi."])), mw, "Another one.")
+
+
+# -- FakeSummaries --------------------------------------------------------------------------------
+
+
+class ToolBindingFake(FakeMessagesListChatModel):
+    """A fake that binds tools the way real chat models do (`bind(tools=...)`)."""
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+        return self.bind(tools=[t.name for t in tools], **kwargs)
+
+
+def test_fake_summaries_answers_summary_requests_and_leaves_the_script_alone() -> None:
+    """Only summary requests get the summary; every other request is the wrapped fake's."""
+    fake = FakeSummaries(FakeMessagesListChatModel(responses=[AIMessage(content="Hi.")]))
+    ask = [SystemMessage(content="s"), HumanMessage(content=SUMMARY_INSTRUCTION)]
+    assert fake.invoke(ask).text == FAKE_SUMMARY
+    assert asyncio.run(fake.ainvoke(ask)).text == FAKE_SUMMARY
+    assert fake.invoke([HumanMessage(content="Hello.")]).text == "Hi."
+    assert fake.summary_requests == [ask, ask]
+    quoted = [HumanMessage(content="x"), AIMessage(content=SUMMARY_INSTRUCTION)]
+    assert fake.invoke(quoted).text == "Hi."  # the fake's list starts over
+    assert len(fake.summary_requests) == 2
+
+
+def test_fake_summaries_binds_tools_where_the_wrapped_model_can() -> None:
+    """Tools reach a model that binds them; the copy shares `summary_requests`."""
+    fake = FakeSummaries(ToolBindingFake(responses=[AIMessage(content="Hi.")]))
+    bound = fake.bind_tools([read_file])
+    assert isinstance(bound, FakeSummaries) and bound is not fake
+    assert isinstance(bound.model, RunnableBinding)
+    assert bound.model.kwargs["tools"] == ["read_file"]
+    assert bound.summary_requests is fake.summary_requests
+    assert bound.bind_tools([read_file]) is bound  # already bound: the binding is kept
+    plain = FakeSummaries(GenericFakeChatModel(messages=iter(["Hi."])))
+    assert plain.bind_tools([read_file]) is plain  # the fake cannot bind: tools are ignored
 
 
 # -- conversion -----------------------------------------------------------------------------------

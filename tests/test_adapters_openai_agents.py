@@ -14,8 +14,9 @@ import pytest
 
 pytest.importorskip("agents.testing", reason="needs the openai-agents extra")
 
-from agents import Agent, RunConfig, Runner, function_tool
+from agents import Agent, ItemHelpers, ModelSettings, RunConfig, Runner, function_tool
 from agents.items import TResponseInputItem
+from agents.models.interface import Model, ModelTracing
 from agents.testing import ModelCall, ModelStep, ScriptedModel, assistant_message, function_call
 
 from steerable_compaction import (
@@ -27,11 +28,13 @@ from steerable_compaction import (
 )
 from steerable_compaction.adapters.openai_agents import (
     CompactionSession,
+    FakeSummaries,
     from_agents_items,
     to_agents_items,
 )
 from steerable_compaction.compaction import SUMMARY_INSTRUCTION
 from steerable_compaction.messages import ImagePart, TextPart, ToolCall
+from steerable_compaction.testing import FAKE_SUMMARY
 
 SUMMARY = "## Primary Request\nRead the compiler modules.\n## Current Work\nRead " + ", ".join(
     f"m{i}.py" for i in range(20)
@@ -69,7 +72,7 @@ def session(**knobs: Any) -> CompactionSession:
     return CompactionSession(policy, session_id="s1", env={})
 
 
-def run(model: ScriptedModel, s: CompactionSession, text: str, *, filtered: bool = True) -> Any:
+def run(model: Model, s: CompactionSession, text: str, *, filtered: bool = True) -> Any:
     agent = Agent(name="reader", instructions="You are terse.", model=model, tools=[read_file])
     config = RunConfig(
         call_model_input_filter=s.call_model_input_filter if filtered else None,
@@ -160,6 +163,31 @@ def test_the_record_is_append_only() -> None:
         asyncio.run(s.clear_session())
 
 
+def steps(count: int, first: int = 0) -> list[Any]:
+    """`count` file reads (from module `first` on), then a final answer: a plain script."""
+    reads = [
+        [function_call("read_file", {"path": f"m{i}.py"}, call_id=f"c{i}")]
+        for i in range(first, first + count)
+    ]
+    return [*reads, [assistant_message("All modules read.")]]
+
+
+def test_the_record_holds_every_item_of_every_run_in_order() -> None:
+    """Runs with tools and compactions: the record is each run's input and new items, in order."""
+    s = session()
+    model = FakeSummaries(ScriptedModel(steps(14) + steps(3, first=14)))
+    history: list[TResponseInputItem] = []
+    for text in ("Read m0-m13.", "Now m14-m16."):
+        result = run(model, s, text)
+        history += ItemHelpers.input_to_new_input_list(text)
+        history += [item.to_input_item() for item in result.new_items]
+    assert {(c.action, c.status) for c in s.record.compactions()} == {("summarize", "closed")}
+    assert model.summary_requests and result.final_output == "All modules read."
+    raw = [entry.event.message for entry in s.record.history()]  # type: ignore[union-attr]
+    assert len(raw) == 30 + 8
+    assert raw == from_agents_items(history)
+
+
 def test_a_filter_input_that_does_not_continue_the_session_is_refused() -> None:
     """The filter serves the session's own runs; a foreign input raises `MessageError`."""
     from agents.run import CallModelData, ModelInputData
@@ -170,6 +198,44 @@ def test_a_filter_input_that_does_not_continue_the_session_is_refused() -> None:
     data = CallModelData(model_data=foreign, agent=Agent(name="other"), context=None)
     with pytest.raises(MessageError, match="does not continue"):
         asyncio.run(s.call_model_input_filter(data))
+
+
+# -- FakeSummaries --------------------------------------------------------------------------------
+
+
+# A model call's arguments after the input: settings, tools, output schema, handoffs, tracing.
+REST: tuple[Any, ...] = (ModelSettings(), [], None, [], ModelTracing.DISABLED)
+IDS: dict[str, Any] = {"previous_response_id": None, "conversation_id": None, "prompt": None}
+
+
+async def respond(model: FakeSummaries, items: Any) -> str:
+    """The text `model` answers `items` with."""
+    response = await model.get_response(None, items, *REST, **IDS)
+    return "".join(ItemHelpers.extract_text(item) or "" for item in response.output)
+
+
+async def test_fake_summaries_answers_summary_requests_and_leaves_the_script_alone() -> None:
+    """Only a request ending with the summary instruction gets the summary; the rest is scripted."""
+    model = FakeSummaries(ScriptedModel([[assistant_message("Hi.")], [assistant_message("Bye.")]]))
+    ask: list[Any] = [
+        {"role": "user", "content": "Go."},
+        {"role": "user", "content": SUMMARY_INSTRUCTION},
+    ]
+    assert await respond(model, ask) == FAKE_SUMMARY
+    assert model.summary_requests == [ask]
+    assert await respond(model, "Hello.") == "Hi."
+    reasoning: list[Any] = [{"type": "reasoning", "id": "rs_1", "summary": []}]
+    assert await respond(model, reasoning) == "Bye."  # not a message ours can read
+    assert len(model.summary_requests) == 1
+
+
+async def test_fake_summaries_streams_from_the_wrapped_model() -> None:
+    """A streamed request goes to the wrapped model whatever it asks."""
+    scripted = ScriptedModel([[assistant_message("Hi.")]])
+    model = FakeSummaries(scripted)
+    stream = model.stream_response(None, "Hello.", *REST, **IDS)
+    events = [event async for event in stream]
+    assert events and scripted.remaining_steps == 0
 
 
 # -- conversion -----------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ import pytest
 pytest.importorskip("pydantic_ai.capabilities", reason="needs the pydantic-ai extra")
 
 from pydantic_ai import Agent, AgentRunResult
+from pydantic_ai.capabilities import AbstractCapability, ProcessHistory
 from pydantic_ai.messages import (
     AudioUrl,
     BinaryContent,
@@ -28,18 +29,24 @@ from pydantic_ai.messages import (
     ToolReturnPart,
     UserPromptPart,
 )
+from pydantic_ai.models import Model, ModelRequestParameters
 from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.test import TestModel
 from pydantic_ai.usage import RequestUsage
 
 from steerable_compaction import ConversionError, Message, MessageError, resolve_compaction_policy
 from steerable_compaction import messages as ours
 from steerable_compaction.adapters.pydantic_ai import (
     CompactionHistory,
+    CompactionProcessor,
+    FakeSummaries,
     from_pydantic_ai,
     to_pydantic_ai,
 )
-from steerable_compaction.compaction import SUMMARY_INSTRUCTION
+from steerable_compaction.compaction import SUMMARY_INSTRUCTION, SummaryRequest
 from steerable_compaction.messages import ImagePart, ToolCall, ToolResult
+from steerable_compaction.record import Record
+from steerable_compaction.testing import FAKE_SUMMARY
 
 SUMMARY = "## Primary Request\nRead the compiler modules.\n## Current Work\nRead " + ", ".join(
     f"m{i}.py" for i in range(20)
@@ -59,15 +66,19 @@ def is_summary(messages: list[ModelMessage]) -> bool:
 class Script:
     """A `FunctionModel` function: `reads` file reads, then an answer; summaries on request."""
 
-    def __init__(self, reads: int, usage: int = 0) -> None:
-        self.replies = [
-            ModelResponse(
-                parts=[ToolCallPart("read_file", {"path": f"m{i}.py"}, tool_call_id=f"c{i}")],
-                usage=RequestUsage(input_tokens=usage),
-            )
-            for i in range(reads)
-        ]
-        self.replies.append(ModelResponse(parts=[TextPart("All modules read.")]))
+    def __init__(self, *turns: int, usage: int = 0) -> None:
+        self.replies: list[ModelResponse] = []
+        first = 0
+        for reads in turns:  # each turn reads its modules, then answers
+            self.replies += [
+                ModelResponse(
+                    parts=[ToolCallPart("read_file", {"path": f"m{i}.py"}, tool_call_id=f"c{i}")],
+                    usage=RequestUsage(input_tokens=usage),
+                )
+                for i in range(first, first + reads)
+            ]
+            self.replies.append(ModelResponse(parts=[TextPart("All modules read.")]))
+            first += reads
         self.calls: list[tuple[list[ModelMessage], AgentInfo]] = []
 
     def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
@@ -87,18 +98,26 @@ def history(**knobs: Any) -> CompactionHistory:
     return CompactionHistory(policy, env={})
 
 
-def run(pydantic_agent: Agent[None, str], prompt: str) -> AgentRunResult[str]:
-    """`Agent.run` on a fresh event loop (`run_sync` leaves its loop open)."""
-    return asyncio.run(pydantic_agent.run(prompt))
+def run(
+    pydantic_agent: Agent[None, str], prompt: str, after: AgentRunResult[str] | None = None
+) -> AgentRunResult[str]:
+    """`Agent.run` (continuing the run `after`) on a fresh event loop."""
+    history = after.all_messages() if after is not None else None
+    return asyncio.run(pydantic_agent.run(prompt, message_history=history))
 
 
-def agent(script: Script, capability: CompactionHistory | None) -> Agent[None, str]:
+def agent(script: Script | Model, capability: AbstractCapability[Any] | None) -> Agent[None, str]:
     return Agent(
-        FunctionModel(script),
+        FunctionModel(script) if isinstance(script, Script) else script,
         system_prompt="You are terse.",
         tools=[read_file],
         capabilities=[capability] if capability else None,
     )
+
+
+def raw_messages(record: Record) -> list[Message]:
+    """Every message the record holds, in the order it was appended."""
+    return [entry.event.message for entry in record.history()]  # type: ignore[union-attr]
 
 
 # -- the function model ---------------------------------------------------------------------------
@@ -126,7 +145,7 @@ def test_a_long_run_is_compacted_and_the_runs_history_stays_whole() -> None:
         ("summarize", "closed")
     ]
     assert len(result.all_messages()) == 30
-    assert capability.record.message_count == 30  # system + question, 14 calls and results
+    assert capability.record.message_count == 31  # system + question, 14 rounds, answer
     requests = [m for m, _ in script.calls if not is_summary(m)]
     assert len(requests[-1]) < 29
 
@@ -147,6 +166,136 @@ def test_the_responses_usage_anchors_the_pressure() -> None:
     capability = history()
     run(agent(Script(1, usage=4_900), capability), "Read m0.py.")
     assert capability.compactor.pressure() >= 4_900
+
+
+def test_the_record_holds_the_runs_whole_history_in_order() -> None:
+    """Runs with tools and a compaction: the record is the run's history, final reply too."""
+    capability = history()
+    pydantic_agent = agent(Script(14, 3), capability)
+    first = run(pydantic_agent, "Read m0-m13.")
+    assert raw_messages(capability.record) == from_pydantic_ai(first.all_messages())
+    second = run(pydantic_agent, "Now m14-m16.", after=first)
+    assert {(c.action, c.status) for c in capability.record.compactions()} == {
+        ("summarize", "closed")
+    }
+    assert len(second.all_messages()) == 30 + 8
+    assert raw_messages(capability.record) == from_pydantic_ai(second.all_messages())
+
+
+def test_summarizer_writes_the_summaries_instead_of_the_model() -> None:
+    """`summarizer=` is asked for each summary; the agent's model never sees a summary request."""
+    asked: list[SummaryRequest] = []
+
+    async def summarizer(request: SummaryRequest) -> str:
+        asked.append(request)
+        return SUMMARY
+
+    policy = resolve_compaction_policy(None, 6_000, keep_last_messages=4)
+    capability = CompactionHistory(policy, summarizer=summarizer, env={})
+    script = Script(14)
+    run(agent(script, capability), "Read the modules.")
+    assert len(asked) == 1 and not any(is_summary(m) for m, _ in script.calls)
+    assert any(SUMMARY in m.text for m in capability.record.projection.messages)
+
+
+@pytest.mark.parametrize("summarize", [True, False])
+def test_summarize_is_a_deprecated_switch_of_the_llm_summarizer(summarize: bool) -> None:
+    """`summarize=` warns; `False` compacts without the model, as `summarizer_enabled=False`."""
+    policy = resolve_compaction_policy(None, 6_000, keep_last_messages=4)
+    with pytest.deprecated_call(match="summarizer="):
+        capability = CompactionHistory(policy, summarize=summarize, env={})
+    assert capability.compactor.policy.summarizer_enabled is summarize
+    script = Script(14)
+    run(agent(script, capability), "Read the modules.")
+    assert capability.record.compactions()
+    assert any(is_summary(m) for m, _ in script.calls) is summarize
+
+
+# -- the history processor ------------------------------------------------------------------------
+
+
+def processor() -> CompactionProcessor:
+    policy = resolve_compaction_policy(None, 6_000, keep_last_messages=4)
+    return CompactionProcessor(policy, env={})
+
+
+def test_a_processor_compacts_the_runs_history_and_the_record_keeps_everything() -> None:
+    """The run continues from the projection; the record holds the uncompacted conversation."""
+    plain_agent = agent(Script(14, 3), None)
+    plain = run(plain_agent, "Read m0-m13.")
+    uncompacted = run(plain_agent, "Now m14-m16.", after=plain)
+    compact = processor()
+    model = FakeSummaries(FunctionModel(Script(14, 3)))
+    pydantic_agent = agent(model, ProcessHistory(compact))
+    first = run(pydantic_agent, "Read m0-m13.")
+    assert len(first.all_messages()) < len(plain.all_messages())
+    second = run(pydantic_agent, "Now m14-m16.", after=first)  # from the compacted history
+    compact.record_run(second.all_messages())
+    assert {(c.action, c.status) for c in compact.record.compactions()} == {("summarize", "closed")}
+    assert model.summary_requests
+    assert raw_messages(compact.record) == from_pydantic_ai(uncompacted.all_messages())
+
+
+def test_a_processor_records_a_runs_final_reply_when_the_next_run_starts() -> None:
+    """Without `record_run`, the final reply is recorded, in its place, by the next request."""
+    compact = processor()
+    pydantic_agent = agent(Script(1, 0), ProcessHistory(compact))
+    first = run(pydantic_agent, "Read m0.py.")
+    assert compact.record.message_count == len(from_pydantic_ai(first.all_messages())) - 1
+    second = run(pydantic_agent, "Thanks.", after=first)
+    compact.record_run(second.all_messages())
+    assert raw_messages(compact.record) == from_pydantic_ai(second.all_messages())
+
+
+def test_a_processors_summary_request_carries_the_runs_tools() -> None:
+    """The summary request is the previous request's prefix, asked with the run's tools."""
+    script = Script(14)
+    run(agent(script, ProcessHistory(processor())), "Read the modules.")
+    (k,) = [i for i, (m, _) in enumerate(script.calls) if is_summary(m)]
+    (summary, info), (previous, _) = script.calls[k], script.calls[k - 1]
+    assert summary[:-1] == previous[: len(summary) - 1]
+    assert [t.name for t in info.function_tools] == ["read_file"]
+
+
+# -- FakeSummaries --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("wrapped", "action"), [(True, "summarize"), (False, "excerpt")])
+def test_fake_summaries_makes_test_model_write_the_summary(wrapped: bool, action: str) -> None:
+    """`TestModel` alone answers a summary request with its canned text, which is refused."""
+    test_model = TestModel(custom_output_text="Done.")
+    model = FakeSummaries(test_model) if wrapped else test_model
+    capability = history()
+    pydantic_agent = agent(model, capability)
+    result = None
+    for turn in range(4):
+        result = run(pydantic_agent, f"Read the next module ({turn}).", after=result)
+    capability.compactor.request_compact()
+    result = run(pydantic_agent, "Sum it up.", after=result)
+    assert [(c.action, c.status) for c in capability.record.compactions()] == [(action, "closed")]
+    assert result.output == "Done."
+    assert raw_messages(capability.record) == from_pydantic_ai(result.all_messages())
+
+
+async def test_fake_summaries_passes_every_other_request_on() -> None:
+    """Only a request ending with the summary instruction as a user prompt gets the summary."""
+    done = ModelResponse(parts=[TextPart("Done.")])
+    model = FakeSummaries(FunctionModel(lambda messages, info: done))
+    parameters = ModelRequestParameters()
+    ask: list[ModelMessage] = [ModelRequest(parts=[UserPromptPart(SUMMARY_INSTRUCTION)])]
+    answer = await model.request(ask, None, parameters)
+    assert answer.parts == [TextPart(FAKE_SUMMARY)]
+    others: list[list[ModelMessage]] = [
+        [ModelRequest(parts=[UserPromptPart("Hello.")])],
+        [ModelRequest(parts=[UserPromptPart([SUMMARY_INSTRUCTION])])],  # not a plain prompt
+        [ModelRequest(parts=[ToolReturnPart("read_file", "x", tool_call_id="c1")])],
+        [ModelResponse(parts=[TextPart(SUMMARY_INSTRUCTION)])],
+        [],
+    ]
+    for other in others:
+        response = await model.request(other, None, parameters)
+        assert response.parts == [TextPart("Done.")]
+    assert model.summary_requests == [ask]
 
 
 def test_one_capability_serves_one_conversation() -> None:

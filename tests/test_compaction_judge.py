@@ -49,7 +49,7 @@ ACCEPTED = {
     "bullets": "- fix the flaky suite\n- port 41234\n- src/api/retry.py retries 3 times",
     "other headings": "# Goal\nFix the suite.\n# Findings\nThe retry loop in src/api/retry.py.",
     "a table": "| file | state |\n|---|---|\n| src/a.py | read |\n| src/b.py | read |",
-    "short": "## Primary Request\nfix positions",
+    "short": "## Primary Request\nfix the positions",
 }
 
 
@@ -65,6 +65,7 @@ REFUSED = {
     "empty": ("  \n ", "it is empty"),
     "fences": (" ".join(["```"] * 256), "it has no words"),
     "ellipsis": ("…", "it has no words"),
+    "an answer": ("Done.", "too short"),
     "markup": ("- - - | --- | *** | ## ok | --- | - - - | *** | ---", "it is mostly markup"),
     "a word loop": ("summary " * 80, "it repeats itself"),
     "a token loop": ("ab" * 300, "it repeats itself"),

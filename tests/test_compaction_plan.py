@@ -15,7 +15,7 @@ from steerable_compaction.compaction import (
     select_regions,
     text_pointer_span,
 )
-from steerable_compaction.compaction.regions import is_goal_candidate
+from steerable_compaction.compaction.regions import is_goal_candidate, opening_goal
 
 from .compaction_helpers import Knobs, apply_plan, est, session, tool_round, total
 from .strategies import agent_transcripts
@@ -171,8 +171,9 @@ def test_planned_projection_keeps_head_tail_and_pairs_intact(
         assert len(plan.request.messages) == regions.tail_start + 1
         assert list(plan.kept) == sorted(plan.kept)
         assert all(regions.head_end <= i < regions.tail_start for i in plan.kept)
-        # The user's own messages within their budget, and every system message (R21).
-        users = [i for i in plan.kept if messages[i].role != "system"]
+        # The user's own messages within their budget, the goal, and every system message (R21).
+        goal = opening_goal(messages)
+        users = [i for i in plan.kept if messages[i].role != "system" and i != goal]
         assert all(is_goal_candidate(messages[i]) for i in users)
         assert all(
             i in plan.kept for i in range(*plan.request.span) if messages[i].role == "system"

@@ -128,6 +128,20 @@ def test_new_turn_and_a_user_message_count_as_one_turn() -> None:
     assert compactor._turn == 2
 
 
+def test_append_records_without_compacting_and_counts_a_user_turn_once() -> None:
+    """`append` only records: no compaction above the threshold, one turn per user message."""
+    compactor = Compactor(POLICY.replace(keep_last_messages=2))
+    compactor.extend([Message.system("s"), Message.user("goal")])
+    compactor.append(grow([], 0, 12))
+    assert compactor.pressure() > compactor.policy.threshold_tokens
+    assert compactor.record.compactions() == []
+    assert compactor.record.message_count == 2 + 24
+    compactor.append([Message.user("next")])
+    compactor.extend([])  # the step after it: the user message started its turn already
+    assert compactor._turn == 2
+    assert [c.action for c in compactor.record.compactions()] == ["excerpt"]  # the step did
+
+
 @pytest.mark.parametrize(
     ("env", "enabled"),
     [

@@ -15,7 +15,7 @@ from steerable_compaction.harness import (
     read_harness,
 )
 from steerable_compaction.providers.base import CompletionRequest
-from steerable_compaction.record import MemoryRecord
+from steerable_compaction.record import MemoryRecord, SqliteRecord
 from steerable_compaction.retry import RetryHooks
 from steerable_compaction.spill import SPILL_PREFIX, SpillHooks
 from steerable_compaction.testing import CachingProvider
@@ -311,3 +311,17 @@ def test_a_harness_may_set_the_token_bound_of_spill(tmp_path: Path) -> None:
         path, provider=Queue(), record=MemoryRecord(), model=None, max_context_tokens=8_192, env={}
     )
     assert harness.spill is not None and harness.spill.max_tokens == 1234
+
+
+def test_closing_the_harness_releases_the_records_writer_lock(tmp_path: Path) -> None:
+    """`close()` and the `with` block close the record: its lock file goes, a writer may open it."""
+    path = tmp_path / "session.db"
+    lock = Path(str(path) + ".writer-lock")
+    harness = load_harness(provider=Queue(), record=SqliteRecord(path), model="gpt-4o", env={})
+    assert lock.exists()
+    harness.close()
+    harness.close()  # twice is harmless
+    assert not lock.exists() and harness.loop.record.closed
+    with load_harness(provider=Queue(), record=SqliteRecord(path), model="gpt-4o", env={}) as again:
+        assert lock.exists() and not again.loop.record.closed
+    assert not lock.exists() and again.loop.record.closed

@@ -9,7 +9,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from steerable_compaction import ConfigError, ContextOverflowError, ImagePart, Message, ToolCall
+from steerable_compaction import (
+    Compactor,
+    ConfigError,
+    ContextOverflowError,
+    ImagePart,
+    Message,
+    ToolCall,
+    resolve_compaction_policy,
+)
+from steerable_compaction.compaction import SummaryRequest
 from steerable_compaction.providers import (
     OVERFLOW_PATTERNS,
     Completion,
@@ -19,14 +28,18 @@ from steerable_compaction.providers import (
     TextDelta,
     ToolSpec,
     classify_error,
+    provider_summarizer,
 )
 from steerable_compaction.record import Usage
 from steerable_compaction.testing import (
+    FAKE_SUMMARY,
     CacheRules,
     CachingProvider,
     FunctionProvider,
     ScriptedProvider,
     ScriptExhaustedError,
+    fake_summary,
+    is_summary_request,
 )
 from steerable_compaction.tokens import estimate_tokens, image_tokens
 
@@ -490,3 +503,55 @@ def test_token_scale_must_be_a_plausible_number(scale: object, error: type[Excep
     """A scale outside [0.1, 10], or not a number, is refused at construction."""
     with pytest.raises(error, match="token_scale"):
         CachingProvider(window=10, token_scale=scale)  # type: ignore[arg-type]
+
+
+# -- telling summary requests apart -------------------------------------------------------------
+
+
+def test_a_summary_request_is_told_from_a_normal_one_in_every_form() -> None:
+    """`is_summary_request` reads a request, its messages or its last text.
+
+    Only the engine's summary instruction as the last user message counts.
+    """
+    seen: list[SummaryRequest] = []
+
+    def summarizer(request: SummaryRequest) -> str:
+        seen.append(request)
+        return fake_summary(request.messages)
+
+    Compactor(resolve_compaction_policy(None, 4_000), summarizer=summarizer).prepare(transcript(40))
+    summary = seen[0]
+    assert is_summary_request(summary.messages)
+    assert is_summary_request(req(*summary.messages))
+    assert is_summary_request(summary.instruction.text)
+    normal = transcript(2)
+    assert not is_summary_request(normal)
+    assert not is_summary_request(req(*normal))
+    assert not is_summary_request(normal[-1].text)
+    assert not is_summary_request([])
+    quoted = Message.assistant(summary.instruction.text)  # the instruction, but not asked
+    assert not is_summary_request([*summary.replay, quoted])
+
+
+async def test_a_fake_answering_summary_requests_with_the_fake_summary_is_summarized() -> None:
+    """`fake_summary` is a checkpoint the engine accepts: a fake can answer summaries with it.
+
+    The canned opening alone keeps none of the span's values, and the engine refuses it.
+    """
+    provider = FunctionProvider(
+        lambda r: fake_summary(r) if is_summary_request(r) else Message.assistant("next")
+    )
+    compactor = Compactor(
+        resolve_compaction_policy(None, 4_000), summarizer=provider_summarizer(provider)
+    )
+    await compactor.prepare_async(transcript(40))
+    assert {(c.action, c.status) for c in compactor.record.compactions()} == {
+        ("summarize", "closed")
+    }
+    assert all(is_summary_request(r) for r in provider.requests)
+    canned = FunctionProvider(lambda r: FAKE_SUMMARY)
+    refusing = Compactor(
+        resolve_compaction_policy(None, 4_000), summarizer=provider_summarizer(canned)
+    )
+    await refusing.prepare_async(transcript(40))
+    assert {c.action for c in refusing.record.compactions()} == {"excerpt"}

@@ -107,7 +107,13 @@ def _table(rows: Sequence[Sequence[str]], out: TextIO) -> None:
         out.write("  ".join(cells).rstrip() + "\n")
 
 
-_BRACKET = {"closed": "closed", "open": "UNCLOSED", "abandoned": "abandoned", "fold": "none"}
+_BRACKET = {
+    "closed": "closed",
+    "refused": "refused",
+    "open": "UNCLOSED",
+    "abandoned": "abandoned",
+    "fold": "none",
+}
 
 
 def _compactions_table(record: Record, out: TextIO) -> None:

@@ -190,6 +190,18 @@ class Compactor:
         self._turn += 1
         self._turn_marked = True
 
+    def append(self, new_messages: Sequence[Message]) -> None:
+        """Record `new_messages` without a step: nothing is compacted or handed out.
+
+        For `extend` callers, when messages arrive that no request follows yet (a framework's
+        final reply at the end of a run). A user message among them starts a turn, as in
+        `extend`.
+        """
+        if any(m.role == "user" for m in new_messages):
+            self.new_turn()
+        for message in new_messages:
+            self.record.append_message(message)
+
     def request_compact(self, focus: str | None = None) -> None:
         """Compact at the next `prepare`, whatever the pressure (R15).
 

@@ -683,7 +683,7 @@ class CompactionHooks:
             self._state = after_summary_attempt(self._state, failed=attempt.failure is not None)
         if attempt.text is None:
             failure = attempt.failure or "no summary could be written"
-            self._writer.abandon(cid, failure)  # its span stays as it is (R37)
+            self._writer.abandon(cid, failure, "refused")  # its span stays as it is (R37)
             if plan.fold.changed:
                 # The fold alone would have done (better than an excerpt), or no summary could
                 # be written at all (lossy beats stuck).

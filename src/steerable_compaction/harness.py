@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 import yaml
@@ -58,7 +59,11 @@ _SECTIONS: dict[str, dict[str, tuple[type | tuple[type, ...], bool]]] = {
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Harness:
-    """An assembled loop and the parts it was built from."""
+    """An assembled loop and the parts it was built from.
+
+    `close()`, or leaving `with load_harness(...) as harness:`, closes the record it runs on,
+    which releases a file record's writer lock.
+    """
 
     loop: CoreLoop
     policy: CompactionPolicy
@@ -66,6 +71,21 @@ class Harness:
     spill: SpillHooks | None
     retry: RetryHooks
     config: Mapping[str, Any]
+
+    def close(self) -> None:
+        """Close the loop's record (flushed, writer lock released); closing again does nothing."""
+        self.loop.record.close()
+
+    def __enter__(self) -> Harness:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
 
 
 def default_harness_text() -> str:

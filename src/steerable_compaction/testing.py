@@ -5,6 +5,12 @@
 prompt-caching provider (billed tokens, cache reads and writes by longest common prefix, TTL, the
 400 context overflow), so cache behaviour is testable without a network. All three record every
 request in `.requests` and every reply in `.completions`, and stream by replaying `complete`.
+
+Compaction asks the session's own model for its summaries, so a scripted fake gets summary
+requests between the steps of its script. `is_summary_request` tells them apart; a fake can
+answer them with `fake_summary(request)`, a checkpoint naming what the request replays (the
+engine refuses a canned text that keeps none of it). Each framework adapter has a
+`FakeSummaries` wrapper that does this for the framework's own fake models.
 """
 
 from __future__ import annotations
@@ -18,6 +24,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
+from .compaction import is_summary_instruction
+from .compaction.judge import distinctive_values
 from .errors import ConfigError, ProviderError
 from .messages import ImagePart, Message, TextPart, ToolCall
 from .providers.base import (
@@ -33,6 +41,7 @@ from .record import Usage
 from .tokens import estimate_tokens, image_tokens
 
 __all__ = [
+    "FAKE_SUMMARY",
     "CacheRules",
     "CachingProvider",
     "FunctionProvider",
@@ -40,6 +49,8 @@ __all__ = [
     "ScriptExhaustedError",
     "ScriptItem",
     "ScriptedProvider",
+    "fake_summary",
+    "is_summary_request",
 ]
 
 Reply: TypeAlias = Completion | Message | str
@@ -47,6 +58,47 @@ Reply: TypeAlias = Completion | Message | str
 
 ScriptItem: TypeAlias = Reply | BaseException | Callable[[CompletionRequest], Reply]
 """One step of a `ScriptedProvider` script: a reply, an error to raise, or a reply function."""
+
+
+FAKE_SUMMARY = (
+    "## Primary Request\nThe task the conversation started with (a test fake wrote this summary)."
+    "\n## Current Work\nContinuing from the messages this checkpoint replaces."
+)
+"""The opening of `fake_summary`'s checkpoint (alone, a summary of a short span)."""
+
+_FAKE_VALUES = 60
+
+
+def fake_summary(request: CompletionRequest | Sequence[Message] = ()) -> str:
+    """A checkpoint for a fake to answer a summary request with, naming what it replays.
+
+    `FAKE_SUMMARY`, then up to 60 of the distinctive values (paths, identifiers, numbers) of
+    the messages the request replays after its first user message. The engine judges a
+    summary by its content (`compaction.judge`): a canned text that keeps none of the span's
+    values is refused like an answer to the wrong question, so a fake names them, as a real
+    summary would.
+    """
+    messages = list(request.messages if isinstance(request, CompletionRequest) else request)
+    first = next((i for i, m in enumerate(messages) if m.role == "user"), 0)
+    start, end = first + 1, len(messages) - 1  # after the goal, before the instruction
+    values = sorted(distinctive_values(messages, (start, end))) if end > start else []
+    if not values:
+        return FAKE_SUMMARY
+    return f"{FAKE_SUMMARY}\n## Files and Code\n" + ", ".join(values[:_FAKE_VALUES])
+
+
+def is_summary_request(request: CompletionRequest | Sequence[Message] | str) -> bool:
+    """Whether `request` asks the model for a checkpoint summary rather than its next step.
+
+    A summary request ends with the engine's summary instruction as a user message. Pass a
+    `CompletionRequest`, its messages, or the text of a request's last user message (what a
+    framework's fake model can read from its own message types).
+    """
+    if isinstance(request, str):
+        return is_summary_instruction(request)
+    messages = request.messages if isinstance(request, CompletionRequest) else request
+    last = messages[-1] if messages else None
+    return last is not None and last.role == "user" and is_summary_instruction(last.text)
 
 
 class ScriptExhaustedError(AssertionError):

@@ -13,6 +13,7 @@ whoever compacted.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Literal
 
 from .hooks import CompactionOutcome
 from .messages import Message
@@ -125,9 +126,11 @@ class CompactionWriter:
             )
         )
 
-    def abandon(self, cid: str, reason: str) -> None:
+    def abandon(
+        self, cid: str, reason: str, cause: Literal["recovery", "refused"] = "recovery"
+    ) -> None:
         """Close bracket `cid` without a rewrite: its span stays as it is (`reason` says why)."""
-        self.record.append(CompactionAbandoned(compaction_id=cid, reason=reason))
+        self.record.append(CompactionAbandoned(compaction_id=cid, reason=reason, cause=cause))
 
     def close(
         self,

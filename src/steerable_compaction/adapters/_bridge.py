@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -59,6 +60,7 @@ class Bridge(Generic[F]):
         self._prefix: list[F] = []  # what the next history must start with
         self._starts: dict[int, Group[F]] = {}  # id(first message of a group) -> group
         self._fresh: dict[int, tuple[Message, list[F]]] = {}  # id(message) -> its conversion
+        self._usage: int | None = None  # the prompt tokens a `catch_up` read, for the next step
 
     def new_items(self, items: Sequence[F]) -> Sequence[F]:
         """The items after the known prefix; `MessageError` if `items` does not continue it."""
@@ -89,19 +91,37 @@ class Bridge(Generic[F]):
         """The next history handed over starts with `prefix`."""
         self._prefix = list(prefix)
 
+    def catch_up(self, items: Sequence[F]) -> None:
+        """Record what is new in `items` without a request: the end of a run, its final reply.
+
+        The reply's usage, if any, waits for the next request, whose pressure it anchors.
+        """
+        new = self.new_items(items)
+        self.compactor.append(self.record(new))
+        usage = self._prompt_tokens(new)
+        if usage is not None:
+            self._usage = usage
+        self.expect(items)
+
     async def request(self, items: Sequence[F]) -> list[F]:
         """Append what is new in `items`, compact if needed; the request in framework terms."""
         new = self.new_items(items)
-        projection = await self.compactor.extend_async(self.record(new), self._prompt_tokens(new))
+        projection = await self.compactor.extend_async(self.record(new), self._usage_of(new))
         self.expect(items)
         return self.to_framework(projection)
 
     def request_sync(self, items: Sequence[F]) -> list[F]:
         """`request` for synchronous frameworks (not callable from a running event loop)."""
         new = self.new_items(items)
-        projection = self.compactor.extend(self.record(new), self._prompt_tokens(new))
+        projection = self.compactor.extend(self.record(new), self._usage_of(new))
         self.expect(items)
         return self.to_framework(projection)
+
+    def _usage_of(self, new: Sequence[F]) -> int | None:
+        """The previous request's prompt tokens: from `new`, else what `catch_up` read."""
+        usage, pending = self._prompt_tokens(new), self._usage
+        self._usage = None
+        return pending if usage is None else usage
 
     def to_framework(self, messages: Sequence[Message]) -> list[F]:
         """`messages` as framework items: original objects where untouched, else converted once."""
@@ -132,13 +152,33 @@ class Bridge(Generic[F]):
 
 
 def turn_model_compactor(
-    policy: CompactionPolicy, summarizer: AnySummarizer | None, **options: Any
+    policy: CompactionPolicy,
+    summarizer: AnySummarizer | None,
+    turn_model: AnySummarizer,
+    *,
+    summarize: bool | None = None,
+    **options: Any,
 ) -> Compactor:
-    """The adapters' `Compactor`: its summarizer is the turn model, which saw the images (R28).
+    """The adapters' `Compactor`: `summarizer` writes the summaries, else the turn model.
 
-    `options` are `Compactor`'s own (`record`, `model`, `summarizer_timeout`, `env`).
+    Every adapter's `summarizer=` means this: `None` asks the agent's own model, through the
+    framework, for a warm-prefix replay; a function (sync or async, given a `SummaryRequest`)
+    is asked instead. Images replay as the turn model saw them (R28). `summarize` is the
+    deprecated switch of the first LangChain and pydantic-ai adapters: `False` turns the LLM
+    summarizer off, as the policy's `summarizer_enabled=False` does. `options` are
+    `Compactor`'s own (`record`, `model`, `summarizer_timeout`, `env`).
     """
-    return Compactor(policy, summarizer=summarizer, replay_images=True, **options)
+    if summarize is not None:
+        warnings.warn(
+            "summarize= is deprecated: pass summarizer= to have another function write the "
+            "summaries, or a policy with summarizer_enabled=False for the excerpt summary",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+        if not summarize:
+            policy = policy.replace(summarizer_enabled=False)
+    chosen = turn_model if summarizer is None else summarizer
+    return Compactor(policy, summarizer=chosen, replay_images=True, **options)
 
 
 def image_from_url(url: str, where: str) -> ImagePart:

@@ -11,9 +11,12 @@ agent = create_agent(model, tools, middleware=[middleware])
 
 The agent's state keeps its whole history; before every model call (`wrap_model_call`) the
 middleware appends what is new to its record, compacts when a path calls for it, and sends the
-projection instead. Summaries are written by the agent's own model through the same call chain
-(same system prompt, same tools), so the summary request is the previous request's prefix plus
-one instruction. One middleware instance serves one conversation (one thread).
+projection instead; when the run ends (`after_agent`) it records the final reply, so the record
+holds every message of the state, in order. Summaries are written by the agent's own model
+through the same call chain (same system prompt, same tools), so the summary request is the
+previous request's prefix plus one instruction; pass `summarizer=` to use another. One
+middleware instance serves one conversation (one thread). `FakeSummaries` makes LangChain's
+fake chat models answer the summary requests in tests.
 
 Conversion (`from_langchain` / `to_langchain`): system, human, AI (text and tool calls) and tool
 messages, with text and image content blocks (`image_url`, or `image` with `url` or `base64`).
@@ -28,7 +31,9 @@ import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
+from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
+from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.messages import (
     AIMessage,
     AnyMessage,
@@ -37,15 +42,22 @@ from langchain_core.messages import (
     SystemMessage,
     ToolMessage,
 )
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.runnables import Runnable
+from langchain_core.tools import BaseTool
+from langgraph.runtime import Runtime
+from pydantic import Field
 
 from ..compaction import SummaryRequest
+from ..compactor import AnySummarizer
 from ..errors import ConversionError, MessageError
 from ..messages import ContentPart, ImagePart, Message, TextPart, ToolCall, ToolResult
 from ..policy import CompactionPolicy
 from ..record import Record
+from ..testing import fake_summary, is_summary_request
 from ._bridge import Bridge, Group, image_from_url, turn_model_compactor
 
-__all__ = ["CompactionMiddleware", "from_langchain", "to_langchain"]
+__all__ = ["CompactionMiddleware", "FakeSummaries", "from_langchain", "to_langchain"]
 
 _SKIPPED_AI_BLOCKS = frozenset({"tool_use", "tool_call", "function_call"})  # in `tool_calls`
 
@@ -54,7 +66,9 @@ class CompactionMiddleware(AgentMiddleware):
     """Compacts what the agent's model sees; the record keeps every message (see module doc).
 
     `record` defaults to a `MemoryRecord`; `model` names the model family for token estimates;
-    `summarize=False` uses the deterministic excerpt instead of the agent's model.
+    `summarizer` (sync or async, given a `SummaryRequest`) writes the summaries instead of the
+    agent's own model. `summarize` is deprecated: `summarize=False` is a policy with
+    `summarizer_enabled=False`.
     """
 
     def __init__(
@@ -63,14 +77,17 @@ class CompactionMiddleware(AgentMiddleware):
         *,
         record: Record | None = None,
         model: str | None = None,
-        summarize: bool = True,
+        summarizer: AnySummarizer | None = None,
         summarizer_timeout: float | None = 300.0,
         env: Mapping[str, str] | None = None,
+        summarize: bool | None = None,
     ) -> None:
         super().__init__()
         self.compactor = turn_model_compactor(
             policy,
-            self._summarize if summarize else None,
+            summarizer,
+            self._summarize,
+            summarize=summarize,
             record=record,
             model=model,
             summarizer_timeout=summarizer_timeout,
@@ -111,6 +128,14 @@ class CompactionMiddleware(AgentMiddleware):
             self._request = self._handler = None
         return await handler(request.override(messages=messages))
 
+    def after_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> None:
+        """Record the messages after the run's last model call: its final reply, in order."""
+        self._bridge.catch_up(state["messages"])
+
+    async def aafter_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> None:
+        """`after_agent` for `ainvoke` / `astream`."""
+        self._bridge.catch_up(state["messages"])
+
     async def _summarize(self, summary: SummaryRequest) -> str:
         """Ask the agent's own model, through the same call chain, for the summary."""
         request, handler = self._request, self._handler
@@ -123,7 +148,89 @@ class CompactionMiddleware(AgentMiddleware):
         return "".join(m.text for m in result if isinstance(m, AIMessage))
 
 
+# -- testing ------------------------------------------------------------------------------------
+
+
+class FakeSummaries(BaseChatModel):
+    """For tests: answers summary requests with `summary`, everything else with `model`.
+
+    Wrap a scripted fake (`GenericFakeChatModel`, `FakeMessagesListChatModel`) so that the
+    middleware's summary requests do not use up its script. `summary_requests` holds each
+    summary request answered, shared by the copies `bind_tools` makes. Tools are bound to
+    `model` when it supports them, else ignored (the fakes answer from their script).
+    """
+
+    model: Runnable[LanguageModelInput, BaseMessage]
+    summary: str | None = None
+    summary_requests: list[list[BaseMessage]] = Field(default_factory=list)
+
+    def __init__(self, model: Runnable[LanguageModelInput, BaseMessage], **data: Any) -> None:
+        super().__init__(**{**data, "model": model})
+
+    @property
+    def _llm_type(self) -> str:
+        return "fake-summaries"
+
+    def bind_tools(
+        self,
+        tools: Sequence[dict[str, Any] | type | Callable[..., Any] | BaseTool],
+        *,
+        tool_choice: str | None = None,
+        **kwargs: Any,
+    ) -> Runnable[LanguageModelInput, AIMessage]:
+        """This wrapper around `model` with the tools bound, if `model` binds tools."""
+        if not isinstance(self.model, BaseChatModel):
+            return self
+        try:
+            bound = self.model.bind_tools(tools, tool_choice=tool_choice, **kwargs)
+        except NotImplementedError:
+            return self
+        return self.model_copy(update={"model": bound})
+
+    def _summary(self, messages: list[BaseMessage]) -> ChatResult | None:
+        last = messages[-1] if messages else None
+        if not isinstance(last, HumanMessage) or not is_summary_request(last.text):
+            return None
+        self.summary_requests.append(list(messages))
+        text = self.summary if self.summary is not None else _fake_summary(messages)
+        return ChatResult(generations=[ChatGeneration(message=AIMessage(content=text))])
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        summary = self._summary(messages)
+        if summary is not None:
+            return summary
+        reply = self.model.invoke(messages, stop=stop, **kwargs)
+        return ChatResult(generations=[ChatGeneration(message=reply)])
+
+    async def _agenerate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        summary = self._summary(messages)
+        if summary is not None:
+            return summary
+        reply = await self.model.ainvoke(messages, stop=stop, **kwargs)
+        return ChatResult(generations=[ChatGeneration(message=reply)])
+
+
 # -- conversion ----------------------------------------------------------------------------------
+
+
+def _fake_summary(messages: Sequence[BaseMessage]) -> str:
+    """`testing.fake_summary` of a LangChain request (its canned opening if it won't convert)."""
+    try:
+        return fake_summary(from_langchain(messages))  # type: ignore[arg-type]
+    except ConversionError:
+        return fake_summary()
 
 
 def from_langchain(messages: Sequence[AnyMessage]) -> list[Message]:

@@ -17,7 +17,8 @@ each model call. Summaries are written by the agent's own model (the agent's `Mo
 SDK's default provider for a model name) with the run's instructions and the agent's function
 tools, so the summary request is the previous request's prefix plus one instruction; pass
 `summarizer=` to use another. The record is append-only: `pop_item` and `clear_session` raise
-`RecordError`.
+`RecordError`. `FakeSummaries` makes the SDK's `ScriptedModel` answer the summary requests in
+tests.
 
 Conversion (`from_agents_items` / `to_agents_items`): user, system/developer and assistant
 messages (text; user images as `input_image` URLs), `function_call` items (joined to the
@@ -27,15 +28,21 @@ file items raise `ConversionError` naming the item and field.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, cast
 
-from agents.items import TResponseInputItem
+from agents.agent_output import AgentOutputSchemaBase
+from agents.handoffs import Handoff
+from agents.items import ModelResponse, TResponseInputItem, TResponseStreamEvent
 from agents.memory import SessionSettings
+from agents.model_settings import ModelSettings
 from agents.models.interface import Model, ModelTracing
 from agents.models.multi_provider import MultiProvider
 from agents.run import CallModelData, ModelInputData
 from agents.tool import Tool
+from agents.usage import Usage
+from openai.types.responses import ResponseOutputMessage, ResponseOutputText
+from openai.types.responses.response_prompt_param import ResponsePromptParam
 
 from ..compaction import SummaryRequest
 from ..compactor import AnySummarizer
@@ -43,9 +50,10 @@ from ..errors import ConversionError, MessageError, RecordError
 from ..messages import ContentPart, ImagePart, Message, TextPart, ToolCall, ToolResult
 from ..policy import CompactionPolicy
 from ..record import Record
+from ..testing import fake_summary, is_summary_request
 from ._bridge import Bridge, Group, image_from_url, image_url, turn_model_compactor
 
-__all__ = ["CompactionSession", "from_agents_items", "to_agents_items"]
+__all__ = ["CompactionSession", "FakeSummaries", "from_agents_items", "to_agents_items"]
 
 Item = TResponseInputItem
 
@@ -70,7 +78,8 @@ class CompactionSession:
         self._own_summarizer = summarizer is not None
         self.compactor = turn_model_compactor(
             policy,
-            summarizer if summarizer is not None else self._summarize,
+            summarizer,
+            self._summarize,
             record=record,
             model=model,
             summarizer_timeout=summarizer_timeout,
@@ -112,11 +121,7 @@ class CompactionSession:
                 self._acked += 1
                 continue
             fresh.append(item)
-        messages = self._bridge.record(fresh)
-        if any(m.role == "user" for m in messages):
-            self.compactor.new_turn()  # a user message starts a turn (the R13 budget)
-        for message in messages:
-            self.compactor.record.append_message(message)
+        self.compactor.append(self._bridge.record(fresh))  # a user message starts a turn
         self._run.extend(fresh)
         self._acked = len(self._run)
 
@@ -176,6 +181,82 @@ class CompactionSession:
             for part in getattr(item, "content", ())
             if getattr(part, "type", None) == "output_text"
         )
+
+
+# -- testing ------------------------------------------------------------------------------------
+
+
+class FakeSummaries(Model):
+    """For tests: answers summary requests with `summary`, everything else with `model`.
+
+    Wrap a scripted model (`agents.testing.ScriptedModel`) so that the session's summary
+    requests do not use up its script. `summary_requests` holds the input of each summary
+    request answered. The session asks for summaries with `get_response`; streamed requests
+    all go to `model`.
+    """
+
+    def __init__(self, model: Model, *, summary: str | None = None) -> None:
+        self.model = model
+        self.summary = summary
+        self.summary_requests: list[list[Item]] = []
+
+    async def get_response(
+        self,
+        system_instructions: str | None,
+        input: str | list[Item],
+        model_settings: ModelSettings,
+        tools: list[Tool],
+        output_schema: AgentOutputSchemaBase | None,
+        handoffs: list[Handoff],
+        tracing: ModelTracing,
+        *,
+        previous_response_id: str | None,
+        conversation_id: str | None,
+        prompt: ResponsePromptParam | None,
+    ) -> ModelResponse:
+        """The summary for a summary request; otherwise `model`'s response."""
+        if isinstance(input, list) and _asks_summary(input):
+            self.summary_requests.append(list(input))
+            summary = self.summary
+            if summary is None:
+                try:
+                    summary = fake_summary(from_agents_items(input))
+                except ConversionError:
+                    summary = fake_summary()
+            text = ResponseOutputText(text=summary, type="output_text", annotations=[])
+            message = ResponseOutputMessage(
+                id="fake-summary",
+                type="message",
+                role="assistant",
+                status="completed",
+                content=[text],
+            )
+            return ModelResponse(output=[message], usage=Usage(), response_id=None)
+        return await self.model.get_response(
+            system_instructions,
+            input,
+            model_settings,
+            tools,
+            output_schema,
+            handoffs,
+            tracing,
+            previous_response_id=previous_response_id,
+            conversation_id=conversation_id,
+            prompt=prompt,
+        )
+
+    def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[TResponseStreamEvent]:
+        """`model`'s stream, whatever it asks (the session never streams a summary request)."""
+        return self.model.stream_response(*args, **kwargs)
+
+
+def _asks_summary(items: Sequence[Item]) -> bool:
+    """Whether the input ends with the summary instruction as a user message."""
+    try:
+        messages = from_agents_items(items[-1:])
+    except ConversionError:
+        return False
+    return is_summary_request(messages)
 
 
 # -- conversion ----------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""pydantic-ai: `CompactionHistory`, a history-processing capability backed by a record.
+"""pydantic-ai: `CompactionHistory`, a capability, and `CompactionProcessor`, a history processor.
 
 ```python
 from pydantic_ai import Agent
@@ -12,9 +12,21 @@ agent = Agent("openai:gpt-4o", capabilities=[history])
 Before each model request (`before_model_request`, the hook pydantic-ai's own `ProcessHistory`
 runs its history processors in) the capability appends what is new in the run's messages to its
 record, compacts when a path calls for it, and sends the projection for that request only: the
-run's history stays whole. Summaries are written by the same model with the same settings and
-request parameters (tools included), so the summary request is the previous request's prefix
-plus one instruction. One instance serves one conversation.
+run's history stays whole; when the run ends (`after_run`) it records the final reply, so the
+record holds every message of the run, in order. Summaries are written by the same model with
+the same settings and request parameters (tools included), so the summary request is the
+previous request's prefix plus one instruction; pass `summarizer=` to use another.
+
+`CompactionProcessor` is the same engine as a history processor, pydantic-ai's other idiom:
+`Agent(model, capabilities=[ProcessHistory(CompactionProcessor(policy))])`. As every history
+processor does, it replaces the run's history with what it returns: the run keeps the
+compacted projection, the record keeps everything. A processor sees neither the request's
+parameters nor the end of the run, so its summary request carries the run's function tools (not
+output tools or model-specific parameters), and a run's final reply is recorded when the next
+run starts (or by `record_run`). Prefer the capability unless you compose history processors.
+
+One instance of either serves one conversation. `FakeSummaries` makes pydantic-ai's
+`TestModel` and `FunctionModel` answer the summary requests in tests.
 
 Conversion (`from_pydantic_ai` / `to_pydantic_ai`): system and user prompt parts (text, image
 URLs, binary images), tool returns (an outcome other than `success` is an error result), retry
@@ -27,8 +39,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
+from pydantic_ai import AgentRunResult
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.messages import (
     BinaryContent,
@@ -46,23 +59,37 @@ from pydantic_ai.messages import (
     ToolReturnPart,
     UserContent,
     UserPromptPart,
+    repair_messages,
 )
-from pydantic_ai.models import ModelRequestContext
+from pydantic_ai.models import KnownModelName, Model, ModelRequestContext, ModelRequestParameters
+from pydantic_ai.models.wrapper import WrapperModel
+from pydantic_ai.settings import ModelSettings
 from pydantic_ai.tools import RunContext
 
 from .. import messages as ours
 from ..compaction import SummaryRequest
+from ..compactor import AnySummarizer, Compactor
 from ..errors import ConversionError, MessageError
 from ..messages import ContentPart, ImagePart, Message, ToolCall, ToolResult
 from ..policy import CompactionPolicy
 from ..record import Record
+from ..testing import fake_summary, is_summary_request
 from ._bridge import Bridge, Group, image_from_url, turn_model_compactor
 
-__all__ = ["CompactionHistory", "from_pydantic_ai", "to_pydantic_ai"]
+__all__ = [
+    "CompactionHistory",
+    "CompactionProcessor",
+    "FakeSummaries",
+    "from_pydantic_ai",
+    "to_pydantic_ai",
+]
 
 
-class CompactionHistory(AbstractCapability[Any]):
-    """Compacts what the model sees; the record keeps every message (see module doc)."""
+class _Engine:
+    """What the capability and the processor share: the compactor, its record and the bridge.
+
+    Its arguments are `CompactionHistory`'s.
+    """
 
     def __init__(
         self,
@@ -70,54 +97,154 @@ class CompactionHistory(AbstractCapability[Any]):
         *,
         record: Record | None = None,
         model: str | None = None,
-        summarize: bool = True,
+        summarizer: AnySummarizer | None = None,
         summarizer_timeout: float | None = 300.0,
         env: Mapping[str, str] | None = None,
+        summarize: bool | None = None,
     ) -> None:
-        self.compactor = turn_model_compactor(
+        self.compactor: Compactor = turn_model_compactor(
             policy,
-            self._summarize if summarize else None,
+            summarizer,
+            self._summarize,
+            summarize=summarize,
             record=record,
             model=model,
             summarizer_timeout=summarizer_timeout,
             env=env,
         )
-        self._codec = _Codec()
+        codec = _Codec()
         self._bridge: Bridge[ModelMessage] = Bridge(
-            self.compactor,
-            split=self._codec.split,
-            convert=self._codec.convert,
-            prompt_tokens=_prompt_tokens,
+            self.compactor, split=codec.split, convert=codec.convert, prompt_tokens=_prompt_tokens
         )
-        self._context: ModelRequestContext | None = None
+        # The model call in progress: the model, its settings and request parameters.
+        self._call: tuple[Model, ModelSettings | None, ModelRequestParameters] | None = None
 
     @property
     def record(self) -> Record:
         """The append-only record of the conversation."""
         return self.compactor.record
 
+    async def _summarize(self, request: SummaryRequest) -> str:
+        """The model of the request in progress, with its settings and parameters, summarizes."""
+        if self._call is None:  # pragma: no cover - only called inside a model request
+            raise RuntimeError("no model request in progress")
+        model, settings, parameters = self._call
+        response = await model.request(
+            self._bridge.to_framework(request.messages), settings, parameters
+        )
+        return "".join(p.content for p in response.parts if isinstance(p, TextPart))
+
+
+class CompactionHistory(_Engine, AbstractCapability[Any]):
+    """Compacts what the model sees; the record keeps every message (see module doc).
+
+    `CompactionHistory(policy, *, record, model, summarizer, summarizer_timeout, env)`: `record`
+    defaults to a `MemoryRecord`; `model` names the model family for token estimates;
+    `summarizer` (sync or async, given a `SummaryRequest`) writes the summaries instead of the
+    agent's own model. `summarize` is deprecated: `summarize=False` is a policy with
+    `summarizer_enabled=False`.
+    """
+
     async def before_model_request(
         self, ctx: RunContext[Any], request_context: ModelRequestContext
     ) -> ModelRequestContext:
         """Send the compacted projection for this request; the run's history is untouched."""
-        self._context = request_context
+        context = request_context
+        self._call = (context.model, context.model_settings, context.model_request_parameters)
         try:
             request_context.messages = await self._bridge.request(request_context.messages)
         finally:
-            self._context = None
+            self._call = None
         return request_context
 
-    async def _summarize(self, request: SummaryRequest) -> str:
-        """The same model, settings and request parameters write the summary."""
-        context = self._context
-        if context is None:  # pragma: no cover - only called inside a model request
-            raise RuntimeError("no model request in progress")
-        response = await context.model.request(
-            self._bridge.to_framework(request.messages),
-            context.model_settings,
-            context.model_request_parameters,
-        )
-        return "".join(p.content for p in response.parts if isinstance(p, TextPart))
+    async def after_run(
+        self, ctx: RunContext[Any], *, result: AgentRunResult[Any]
+    ) -> AgentRunResult[Any]:
+        """Record the messages after the run's last model request: its final reply, in order."""
+        self._bridge.catch_up(result.all_messages())
+        return result
+
+
+class CompactionProcessor(_Engine):
+    """A history processor: `ProcessHistory(CompactionProcessor(policy))` (see module doc).
+
+    Takes the same arguments as `CompactionHistory`.
+    """
+
+    async def __call__(
+        self, ctx: RunContext[Any], messages: list[ModelMessage]
+    ) -> list[ModelMessage]:
+        """The compacted history, which replaces the run's own (see module doc)."""
+        tools = ctx.tool_manager.tool_defs if ctx.tool_manager is not None else []
+        # Processors run before model requests, so the run's model is a request model.
+        model, settings = cast(Model, ctx.model), cast(ModelSettings | None, ctx.model_settings)
+        self._call = (model, settings, ModelRequestParameters(function_tools=tools))
+        try:
+            projection = await self._bridge.request(messages)
+        finally:
+            self._call = None
+        # The run continues from what a processor returns, and the next run from that history
+        # as pydantic-ai normalizes it (adjacent requests merged): hand it out normalized.
+        history = repair_messages(projection, repair_last_response=False)
+        self._bridge.expect(history)
+        return history
+
+    def record_run(self, messages: Sequence[ModelMessage]) -> None:
+        """Record what is new in `messages` now (a run's final reply) instead of at the next run.
+
+        Pass `result.all_messages()` of the run that ended.
+        """
+        self._bridge.catch_up(messages)
+
+
+# -- testing ------------------------------------------------------------------------------------
+
+
+class FakeSummaries(WrapperModel):
+    """For tests: answers summary requests with `summary`, everything else with `wrapped`.
+
+    Wrap `TestModel` or a scripted `FunctionModel` so that their answers to the adapter's
+    summary requests (tool calls, or a script step used up) do not stand in for a summary.
+    `summary_requests` holds the messages of each summary request answered.
+    """
+
+    def __init__(
+        self, wrapped: Model | KnownModelName | str, *, summary: str | None = None
+    ) -> None:
+        super().__init__(wrapped)
+        self.summary = summary
+        self.summary_requests: list[list[ModelMessage]] = []
+
+    async def request(
+        self,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+    ) -> ModelResponse:
+        """The summary for a summary request; otherwise the wrapped model's response."""
+        if _asks_summary(messages):
+            self.summary_requests.append(list(messages))
+            summary = self.summary
+            if summary is None:
+                try:
+                    summary = fake_summary(from_pydantic_ai(messages))
+                except ConversionError:
+                    summary = fake_summary()
+            return ModelResponse(parts=[TextPart(summary)], model_name=self.model_name)
+        return await super().request(messages, model_settings, model_request_parameters)
+
+
+def _asks_summary(messages: Sequence[ModelMessage]) -> bool:
+    """Whether `messages` end with the summary instruction as a user prompt."""
+    last = messages[-1] if messages else None
+    if not isinstance(last, ModelRequest) or not last.parts:
+        return False
+    part = last.parts[-1]
+    return (
+        isinstance(part, UserPromptPart)
+        and isinstance(part.content, str)
+        and is_summary_request(part.content)
+    )
 
 
 # -- conversion ----------------------------------------------------------------------------------

@@ -4,7 +4,8 @@ A summary may come with any headings or none, in any language, as prose, a list 
 them are accepted and written as they are. What is refused is an answer that cannot stand in
 for the messages it would replace (`judge_summary`, then `content_shortfall`):
 
-- no words at all, or mostly markup (the empty code fences small models loop on);
+- no words at all, fewer than four ("Done."), or mostly markup (the empty code fences small
+  models loop on);
 - only a reasoning block (`<think>`, `<thinking>`, `<reasoning>`): the block is never part of a
   summary, and an answer that is nothing else has no summary in it;
 - a loop that collapsing repeated paragraphs and lines does not cure (a summary written three
@@ -68,6 +69,7 @@ _REFUSAL = re.compile(
     re.IGNORECASE,
 )
 _REFUSAL_MAX_CHARS = 600
+_MIN_WORDS = 4  # "Done.", "OK, continuing": an answer, not a summary
 _KEY = re.compile(r"\"[^\"\n]{1,60}\"\s*:")
 _HEADING_LINE = re.compile(r"^\s*(?:#{1,6}\s.*|\*\*[^*]+\*\*:?|[^\W\d_][^:\n]{0,40}:)\s*$")
 _SHINGLE = 4
@@ -231,6 +233,9 @@ def judge_summary(text: str, *, instruction: str = "") -> Verdict:
     under = [_KEY.sub(" ", line) for line in body.splitlines() if not _HEADING_LINE.match(line)]
     if not any(_WORD.search(line) for line in under):
         return _refused("it has headings (or keys) and nothing under them")
+    words = len(_WORD.findall(body))
+    if words < _MIN_WORDS:
+        return _refused(f"it is too short to stand in for any messages ({words} words)")
     return Verdict(text=body, note="; ".join(notes))
 
 

@@ -59,13 +59,18 @@ FSYNC_POLICIES: frozenset[str] = frozenset(get_args(FsyncPolicy))
 class CompactionInfo:
     """One compaction as the record tells it.
 
-    `status` is `"closed"` for a bracket closed by its boundary, `"open"` for a bracket without
-    a boundary (a crash or a failed summarizer), `"abandoned"` for a bracket recovery gave up
-    (no boundary will come), `"fold"` for a boundary without a bracket. `retained` is the
-    retention check's `(found, kept)` atoms of a summary, when it ran.
+    `status` is `"closed"` for a bracket closed by its boundary, `"refused"` for a bracket whose
+    summary was not used (the summarizer failed, or its text was empty, degenerate or too long)
+    and that a later compaction moved past, `"open"` for a bracket without a boundary and
+    nothing after it (a crash, or a summary still being written), `"abandoned"` for a bracket
+    recovery gave up (no boundary will come), `"fold"` for a boundary without a bracket.
+    `retained` is the retention check's `(found, kept)` atoms of a summary, when it ran.
+    `reason` says why a summary was refused (a refused or closed-with-excerpt bracket) or why
+    recovery abandoned a bracket. `str()` tells it in one line:
+    `summarize (pressure) 6,617 -> 1,770 tokens`.
     """
 
-    status: Literal["closed", "open", "abandoned", "fold"]
+    status: Literal["closed", "refused", "open", "abandoned", "fold"]
     compaction_id: str | None
     action: str
     trigger: str
@@ -77,6 +82,17 @@ class CompactionInfo:
     summary_seq: int | None
     boundary_seq: int | None
     retained: tuple[int, int] | None = None
+    reason: str | None = None
+
+    def __str__(self) -> str:
+        head = f"{self.action} ({self.trigger}) {self.pre_tokens:,}"
+        if self.post_tokens is not None:
+            return f"{head} -> {self.post_tokens:,} tokens"
+        outcome = {
+            "refused": "summary refused, the messages stay as they were",
+            "abandoned": "abandoned by recovery, the messages stay as they were",
+        }.get(self.status, "unclosed: a crash, or a summary still being written")
+        return f"{head} tokens: {outcome}"
 
 
 def _durable_kind(event: Event) -> bool:
@@ -180,15 +196,21 @@ class Record(ABC):
         summaries: dict[str, int] = {}
         out: list[CompactionInfo] = []
         closed: set[str] = set()
-        abandoned: set[str] = set()
+        abandoned: dict[str, CompactionAbandoned] = {}
+        refused: dict[str, str] = {}  # why a bracket's summary was refused (excerpt or fold)
+        latest = -1  # the seq of the newest compaction start, boundary or abandonment
         for entry in self._entries:
             event = entry.event
+            if isinstance(event, CompactionStart | CompactionBoundary | CompactionAbandoned):
+                latest = entry.seq
             if isinstance(event, CompactionAbandoned):
-                abandoned.add(event.compaction_id)
+                abandoned[event.compaction_id] = event
             elif isinstance(event, CompactionStart):
                 starts[event.compaction_id] = (entry.seq, event)
             elif isinstance(event, CompactionSummary):
                 summaries[event.compaction_id] = entry.seq
+                if event.refused is not None:
+                    refused[event.compaction_id] = event.refused
             elif isinstance(event, CompactionBoundary):
                 cid = event.compaction_id
                 if cid is not None:
@@ -207,13 +229,25 @@ class Record(ABC):
                         summary_seq=None if cid is None else summaries.get(cid),
                         boundary_seq=entry.seq,
                         retained=event.retained,
+                        reason=None if cid is None else refused.get(cid),
                     )
                 )
         for cid, (seq, start) in starts.items():
             if cid not in closed:
+                # A bracket the engine gave up at once was refused; so was one an older
+                # engine left unclosed when a later compaction moved past it (recovery reuses
+                # or abandons a crash's).
+                gone = abandoned.get(cid)
+                status: Literal["refused", "open", "abandoned"] = (
+                    ("refused" if gone.cause == "refused" else "abandoned")
+                    if gone is not None
+                    else "refused"
+                    if latest > seq
+                    else "open"
+                )
                 out.append(
                     CompactionInfo(
-                        status="abandoned" if cid in abandoned else "open",
+                        status=status,
                         compaction_id=cid,
                         action=start.action,
                         trigger=start.trigger,
@@ -224,6 +258,7 @@ class Record(ABC):
                         start_seq=seq,
                         summary_seq=summaries.get(cid),
                         boundary_seq=None,
+                        reason=None if gone is None else gone.reason,
                     )
                 )
         out.sort(key=lambda c: c.start_seq if c.start_seq is not None else c.boundary_seq or 0)

@@ -127,7 +127,10 @@ def _event_fields(event: Event) -> dict[str, Any]:
         case Reminder():
             return {"reason": event.reason, "message": message_to_dict(event.message)}
         case CompactionAbandoned():
-            return {"compaction_id": event.compaction_id, "reason": event.reason}
+            abandoned = {"compaction_id": event.compaction_id, "reason": event.reason}
+            if event.cause != "recovery":
+                abandoned["cause"] = event.cause
+            return abandoned
         case _:
             assert_never(event)
 
@@ -268,7 +271,9 @@ def _decode_reminder(f: _Fields) -> Event:
 
 def _decode_abandoned(f: _Fields) -> Event:
     return CompactionAbandoned(
-        compaction_id=f.get("compaction_id", str), reason=f.get("reason", str)
+        compaction_id=f.get("compaction_id", str),
+        reason=f.get("reason", str),
+        cause=f.get("cause", str, "recovery"),
     )
 
 

@@ -262,17 +262,21 @@ class Reminder:
 class CompactionAbandoned:
     """Closes a bracket that will never get its boundary; the projection does not change.
 
-    Written by recovery for a bracket a crash left open without a summary it can reuse, so no
-    bracket stays open forever; `reason` says why it was given up.
+    Written by recovery for a bracket a crash left open without a summary it can reuse
+    (`cause="recovery"`), or by the engine at once when its summary was refused and the fold
+    (or nothing) stood in (`cause="refused"`), so no bracket stays open forever; `reason` says
+    why it was given up.
     """
 
     compaction_id: str
     reason: str
+    cause: Literal["recovery", "refused"] = "recovery"
     kind: Literal["compaction_abandoned"] = "compaction_abandoned"
 
     def __post_init__(self) -> None:
         if not self.compaction_id:
             raise RecordError("compaction_id must be a non-empty string")
+        _check_choice("cause", self.cause, frozenset({"recovery", "refused"}))
 
 
 Event: TypeAlias = (

@@ -1,0 +1,85 @@
+"""Tests for `Record.compactions()` and `CompactionInfo` (`steerable_compaction.record.base`).
+
+The record's storage is tested per store in `test_record_stores.py`; these pin how a record
+tells its compactions, refused summaries included.
+"""
+
+from __future__ import annotations
+
+import io
+
+from steerable_compaction import Compactor, Message, ToolCall, resolve_compaction_policy
+from steerable_compaction.cli import inspect_record
+from steerable_compaction.compaction import SummaryRequest
+from steerable_compaction.record import (
+    CompactionAbandoned,
+    CompactionStart,
+    CompactionSummary,
+    MemoryRecord,
+)
+
+from .record_sessions import small_session
+
+
+def refusing_session() -> MemoryRecord:
+    """A session whose summarizer answers with nothing: its summary is refused, then it folds."""
+
+    def summarizer(request: SummaryRequest) -> str:
+        return ""
+
+    compactor = Compactor(resolve_compaction_policy(None, 8_000), summarizer=summarizer, env={})
+    messages = [Message.system("You are a coding agent."), Message.user("Fix the failing test.")]
+    for step in range(40):
+        messages = compactor.prepare(messages)
+        call = ToolCall(id=f"c{step}", name="read_file", arguments='{"path": "app.py"}')
+        messages.append(Message.assistant(None, [call]))
+        messages.append(Message.tool(f"c{step}", "def handler(request): ...\n" * 30))
+    assert isinstance(compactor.record, MemoryRecord)
+    return compactor.record
+
+
+def test_a_refused_summary_is_listed_as_refused() -> None:
+    """A bracket whose summary was refused is `refused`, not open, and says why.
+
+    The engine closes it at once (`CompactionAbandoned(cause="refused")`); the next compaction
+    asks the summarizer again (issue 30), so later ones may be refused too.
+    """
+    first, *later = refusing_session().compactions()
+    assert (first.status, first.action, first.post_tokens) == ("refused", "summarize", None)
+    assert first.reason == "summarizer returned an empty summary"
+    assert later and all(c.status in ("fold", "closed", "refused") for c in later)
+    assert str(first) == (
+        f"summarize (pressure) {first.pre_tokens:,} tokens: "
+        "summary refused, the messages stay as they were"
+    )
+
+
+def test_a_bracket_with_nothing_after_it_stays_open_even_with_its_summary() -> None:
+    """A crash after `compaction_summary` leaves an open bracket (recovery reuses the summary)."""
+    record = MemoryRecord(small_session())
+    start = CompactionStart(compaction_id="k9", span=(2, 4), pre_tokens=5_000, action="summarize")
+    record.append(start)
+    record.append(CompactionSummary(compaction_id="k9", summary="## Current Work\nx"))
+    last = record.compactions()[-1]
+    assert (last.compaction_id, last.status) == ("k9", "open")
+    assert str(last) == (
+        "summarize (pressure) 5,000 tokens: unclosed: a crash, or a summary still being written"
+    )
+    record.append(CompactionAbandoned(compaction_id="k9", reason="no summary"))
+    gone = record.compactions()[-1]
+    assert gone.status == "abandoned"
+    assert str(gone).endswith("abandoned by recovery, the messages stay as they were")
+
+
+def test_a_closed_compaction_reads_as_its_action_and_tokens() -> None:
+    """`str()` of a rewrite names action, trigger and the tokens before and after."""
+    fold, closed, _ = MemoryRecord(small_session()).compactions()
+    assert str(fold) == "compact (pressure) 900 -> 700 tokens"
+    assert str(closed) == "summarize (pressure) 1,200 -> 400 tokens"
+
+
+def test_inspect_shows_a_refused_summary_as_refused() -> None:
+    """The CLI's compaction table names the refused bracket."""
+    out = io.StringIO()
+    inspect_record(refusing_session(), out)
+    assert "refused" in out.getvalue()
