@@ -150,7 +150,10 @@ def event_sequences(draw: st.DrawFn, max_ops: int = 30) -> list[Event]:
         op = draw(st.sampled_from(ops))
         if op == "message":
             usage = draw(st.none() | st.builds(Usage, prompt_tokens=st.integers(0, 10_000)))
-            events.append(MessageAppended(message=draw(messages()), usage=usage))
+            message = draw(messages())
+            if message.role == "user" and draw(st.booleans()):  # the flags the record keeps
+                message = message.as_goal() if draw(st.booleans()) else message.pin()
+            events.append(MessageAppended(message=message, usage=usage))
             visible += 1
         elif op == "reminder":
             events.append(Reminder(reason="test", message=Message.user(draw(_text))))
@@ -183,6 +186,7 @@ def event_sequences(draw: st.DrawFn, max_ops: int = 30) -> list[Event]:
                     pre_tokens=500,
                     action="summarize",
                     kept=tuple(sorted(kept)),
+                    focus=draw(st.none() | _text),
                 )
             )
         else:
@@ -193,7 +197,14 @@ def event_sequences(draw: st.DrawFn, max_ops: int = 30) -> list[Event]:
                     isinstance(e, CompactionSummary) and e.compaction_id == cid for e in events
                 )
                 if not already:
-                    events.append(CompactionSummary(compaction_id=cid, summary=draw(_text)))
+                    events.append(
+                        CompactionSummary(
+                            compaction_id=cid,
+                            summary=draw(_text),
+                            retention_budget=draw(st.none() | st.integers(0, 5_000)),
+                            refused=draw(st.none() | _text),
+                        )
+                    )
             elif span[1] <= visible:
                 del open_brackets[cid]
                 summary = Message.user(f"<compacted-summary>{cid}</compacted-summary>")
