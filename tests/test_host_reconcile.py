@@ -38,7 +38,7 @@ from .record_sessions import event_sequences, small_session
 
 def raw_history(record: Record) -> list[Message]:
     out = []
-    for entry in record.history():
+    for entry in record.history(reminders=False):
         assert isinstance(entry.event, MessageAppended)
         out.append(entry.event.message)
     return out

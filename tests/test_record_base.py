@@ -83,3 +83,25 @@ def test_inspect_shows_a_refused_summary_as_refused() -> None:
     out = io.StringIO()
     inspect_record(refusing_session(), out)
     assert "refused" in out.getvalue()
+
+
+def test_history_shows_the_reminders_the_model_saw_in_their_place() -> None:
+    """Issue 30 item 4: a reminder is in the raw history after the message it followed.
+
+    Pages still count messages only, so a page holds the reminders between its messages;
+    `reminders=False` gives the messages alone (what a host seeds).
+    """
+    from steerable_compaction.record import Reminder
+
+    record = MemoryRecord()
+    record.append_message(Message.system("sys"))
+    record.append_message(Message.user("goal"))
+    note = Reminder(reason="compaction_thrashing", message=Message.user("<system-reminder>x"))
+    record.append(note)
+    record.append_message(Message.user("next"))
+    kinds = [type(e.event).__name__ for e in record.history()]
+    assert kinds == ["MessageAppended", "MessageAppended", "Reminder", "MessageAppended"]
+    assert [e.seq for e in record.history(1, 1)] == [1, 2]  # the reminder rides with seq 1
+    assert [e.seq for e in record.history(2, 1)] == [3]
+    assert all(type(e.event).__name__ == "MessageAppended" for e in record.history(reminders=False))
+    assert record.message_count == 3

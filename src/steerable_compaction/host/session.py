@@ -22,7 +22,7 @@ from ..loop import Tool, TurnResult
 from ..messages import Message, message_to_dict
 from ..policy import CompactionPolicy
 from ..providers.base import Completion, CompletionRequest, Provider, StreamDone, StreamEvent
-from ..record import CompactionBoundary, Entry, MessageAppended, Record, Usage
+from ..record import CompactionBoundary, Entry, MessageAppended, Record, Reminder, Usage
 from ..record.codec import encode_body
 from ..tokens import TokenMeter
 from .events import EventSink, entry_event, usage_json
@@ -273,17 +273,29 @@ class Session:
         total = self.record.message_count
         page = self.record.history(offset, limit)
         items = []
-        for k, entry in enumerate(page):
-            assert isinstance(entry.event, MessageAppended)
+        index = offset
+        for entry in page:
+            event = entry.event
+            if isinstance(event, Reminder):  # what the model saw, in its place; not counted
+                items.append(
+                    {
+                        "seq": entry.seq,
+                        "reminder": event.reason,
+                        "message": message_to_dict(event.message),
+                    }
+                )
+                continue
+            assert isinstance(event, MessageAppended)
             item: dict[str, Any] = {
-                "index": offset + k,
+                "index": index,
                 "seq": entry.seq,
-                "message": message_to_dict(entry.event.message),
+                "message": message_to_dict(event.message),
             }
-            if entry.event.usage is not None:
-                item["usage"] = usage_json(entry.event.usage)
+            if event.usage is not None:
+                item["usage"] = usage_json(event.usage)
             items.append(item)
-        end = offset + len(page)
+            index += 1
+        end = index
         return {
             "total": total,
             "offset": offset,

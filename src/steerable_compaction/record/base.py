@@ -45,6 +45,7 @@ from .events import (
     Entry,
     Event,
     MessageAppended,
+    Reminder,
 )
 from .fast import message_entry
 from .projection import Projection
@@ -114,6 +115,7 @@ class Record(ABC):
         self._fsync: FsyncPolicy = fsync
         self._entries: list[Entry] = []
         self._message_entries: list[Entry] = []
+        self._reminder_entries: list[Entry] = []
         self._projection = Projection()
         # Seqs of the newest reply that carries usage and of the newest boundary (-1: none), so
         # the meter's anchor is found in O(1) (`usage.newest_usage`).
@@ -180,15 +182,25 @@ class Record(ABC):
         """How many raw messages the record holds (compaction never lowers this)."""
         return len(self._message_entries)
 
-    def history(self, offset: int = 0, limit: int | None = None) -> list[Entry]:
+    def history(
+        self, offset: int = 0, limit: int | None = None, *, reminders: bool = True
+    ) -> list[Entry]:
         """A page of the raw message history, oldest first, as it was before any compaction.
 
-        Entries are `MessageAppended` events with their seqs; `offset` counts messages.
+        Entries are `MessageAppended` events with their seqs, and (unless `reminders=False`)
+        the `Reminder` events the model saw, each in its place after the message it followed;
+        `offset` and `limit` count messages only, so pages stay where they were.
         """
         if offset < 0 or (limit is not None and limit < 0):
             raise ValueError(f"offset and limit must be non-negative, got {offset!r}, {limit!r}")
-        end = None if limit is None else offset + limit
-        return self._message_entries[offset:end]
+        end = len(self._message_entries) if limit is None else offset + limit
+        page = self._message_entries[offset:end]
+        if not reminders or not page or not self._reminder_entries:
+            return page
+        low = page[0].seq
+        high = self._message_entries[end].seq if end < len(self._message_entries) else len(self)
+        between = [e for e in self._reminder_entries if low <= e.seq < high]
+        return sorted([*page, *between], key=lambda e: e.seq) if between else page
 
     def compactions(self) -> list[CompactionInfo]:
         """Every compaction in record order: closed and open brackets, and fold-only rewrites."""
@@ -353,6 +365,8 @@ class Record(ABC):
                 self._newest_usage = entry.seq
         elif isinstance(event, CompactionBoundary):
             self._newest_boundary = entry.seq
+        elif isinstance(event, Reminder):
+            self._reminder_entries.append(entry)
 
     def _ingest(self, objs: Iterator[Any], check_version: Callable[[int], None]) -> None:
         """Decode parsed entries in order and take them in; `check_version(v)` vets each one.
