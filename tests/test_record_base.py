@@ -105,3 +105,28 @@ def test_history_shows_the_reminders_the_model_saw_in_their_place() -> None:
     assert [e.seq for e in record.history(2, 1)] == [3]
     assert all(type(e.event).__name__ == "MessageAppended" for e in record.history(reminders=False))
     assert record.message_count == 3
+
+
+def test_a_v2_boundary_keeps_its_action_and_says_it_came_from_v2() -> None:
+    """Issue 30 item 3: a v2 `summarize` boundary stays `summarize`, with status `v2`."""
+    from steerable_compaction.record.codec import decode_entry
+
+    record = MemoryRecord()
+    record.append_message(Message.user("goal"))
+    record.append_message(Message.user("more"))
+    line = {
+        "v": 2,
+        "seq": 2,
+        "kind": "compaction_boundary",
+        "action": "summarize",
+        "pre_tokens": 900,
+        "post_tokens": 100,
+        "replacement_count": 2,
+    }
+    record.append(decode_entry(line, projection_len=2).event)
+    (info,) = record.compactions()
+    assert (info.status, info.action, str(info)) == (
+        "v2",
+        "summarize",
+        "summarize (pressure) 900 -> 100 tokens",
+    )

@@ -229,6 +229,8 @@ def test_r39_v2_record_loads_and_upgrades_in_memory_losslessly(tmp_path: Path) -
         assert boundary.replacement_count == raw[8]["replacement_count"]
         assert boundary.span == (0, 8)
         assert record.message_count == 14
+        (info,) = record.compactions()  # the action as written, marked as a v2 boundary
+        assert (info.status, info.action, info.pre_tokens) == ("v2", raw[8]["action"], 5120)
         assert path.read_bytes() == original
         record.append(MessageAppended(message=Message.user("written as v3")))
     assert path.read_bytes().startswith(original)

@@ -113,6 +113,7 @@ _BRACKET = {
     "open": "UNCLOSED",
     "abandoned": "abandoned",
     "fold": "none",
+    "v2": "v2 (none)",
 }
 
 

@@ -64,14 +64,15 @@ class CompactionInfo:
     summary was not used (the summarizer failed, or its text was empty, degenerate or too long)
     and that a later compaction moved past, `"open"` for a bracket without a boundary and
     nothing after it (a crash, or a summary still being written), `"abandoned"` for a bracket
-    recovery gave up (no boundary will come), `"fold"` for a boundary without a bracket.
+    recovery gave up (no boundary will come), `"fold"` for a boundary without a bracket, `"v2"`
+    for a boundary read from a schema v2 record (no brackets then; its action is as written).
     `retained` is the retention check's `(found, kept)` atoms of a summary, when it ran.
     `reason` says why a summary was refused (a refused or closed-with-excerpt bracket) or why
     recovery abandoned a bracket. `str()` tells it in one line:
     `summarize (pressure) 6,617 -> 1,770 tokens`.
     """
 
-    status: Literal["closed", "refused", "open", "abandoned", "fold"]
+    status: Literal["closed", "refused", "open", "abandoned", "fold", "v2"]
     compaction_id: str | None
     action: str
     trigger: str
@@ -227,9 +228,14 @@ class Record(ABC):
                 cid = event.compaction_id
                 if cid is not None:
                     closed.add(cid)
+                # A v3 rewrite without a bracket only edits; a span replaced without one is a
+                # v2 boundary, upgraded on read (R39).
+                kind: Literal["fold", "v2", "closed"] = (
+                    "closed" if cid is not None else "fold" if event.span is None else "v2"
+                )
                 out.append(
                     CompactionInfo(
-                        status="fold" if cid is None else "closed",
+                        status=kind,
                         compaction_id=cid,
                         action=event.action,
                         trigger=event.trigger,
