@@ -101,8 +101,8 @@ class Runs:
 
     @functools.cached_property
     def suite(self) -> dict[str, Any]:
-        """Every arm on every task, as `steerable-compaction eval` runs them."""
-        return self.eval()
+        """Every arm on every task under every summarizer personality."""
+        return self.eval("--summarizer", "all")
 
 
 # -- the blocks -----------------------------------------------------------------------------------
@@ -152,6 +152,8 @@ def _arm_totals(document: dict[str, Any]) -> list[dict[str, Any]]:
                 "cost": {},
                 "sums": 0,
                 "deaths": 0,
+                "over": 0,
+                "failed": 0,
                 "sum_prompt": 0,
                 "sum_cached": 0,
             },
@@ -166,12 +168,29 @@ def _arm_totals(document: dict[str, Any]) -> list[dict[str, Any]]:
             t["cost"][rules] = t["cost"].get(rules, 0.0) + usd
         t["sums"] += run["summary_calls"]
         t["deaths"] += run["death"] is not None
+        t["over"] += run["requests_over_estimate"]
+        t["failed"] += run["failed_requests"]
         t["sum_prompt"] += run["summary_prompt_tokens"]
         t["sum_cached"] += run["summary_cached_tokens"]
     for t in totals.values():
         t["recall"] = sum(t["recalls"]) / len(t["recalls"])
         t["recall_with_tools"] = sum(t["with_tools"]) / len(t["with_tools"])
     return list(totals.values())
+
+
+def _under(document: dict[str, Any], summarizer: str) -> dict[str, Any]:
+    """`document` with only the runs under one summarizer personality."""
+    return {**document, "runs": [r for r in document["runs"] if r["summarizer"] == summarizer]}
+
+
+def _worst_totals(document: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each arm's totals under the summarizer personality it recalled least under."""
+    worst: dict[str, dict[str, Any]] = {}
+    for personality in document["summarizers"]:
+        for t in _arm_totals(_under(document, personality)):
+            if t["arm"] not in worst or t["recall"] < worst[t["arm"]]["recall"]:
+                worst[t["arm"]] = {**t, "summarizer": personality}
+    return list(worst.values())
 
 
 def _table(rows: Sequence[Sequence[str]]) -> str:
@@ -188,13 +207,16 @@ def _arms_table(totals: Sequence[dict[str, Any]]) -> str:
     rows = [
         [
             "arm",
+            "worst summarizer",
             "recall",
             "w/ tools",
             "needles",
             "prompt tokens",
             "$ Anthropic",
-            "$ OpenAI",
+            "$/fact",
             "summaries",
+            "over",
+            "failed",
             "died",
         ]
     ]
@@ -202,13 +224,16 @@ def _arms_table(totals: Sequence[dict[str, Any]]) -> str:
         rows.append(
             [
                 t["arm"],
+                t["summarizer"],
                 f"{t['recall']:.2f}",
                 f"{t['recall_with_tools']:.2f}",
                 f"{t['found']}/{t['needles']}",
                 f"{t['prompt'] / 1e6:.1f} M",
                 f"{t['cost']['anthropic']:.2f}",
-                f"{t['cost']['openai']:.2f}",
+                f"{t['cost']['anthropic'] / max(t['found'], 1):.3f}",
                 str(t["sums"]),
+                str(t["over"]),
+                str(t["failed"]),
                 str(t["deaths"]),
             ]
         )
@@ -216,46 +241,48 @@ def _arms_table(totals: Sequence[dict[str, Any]]) -> str:
 
 
 def block_eval_summary(runs: Runs) -> str:
-    """The per-arm totals of the whole suite, and what they say about `current`."""
+    """Each arm under its worst summarizer personality, and what that says about `current`."""
     document = runs.suite
-    totals = _arm_totals(document)
+    totals = _worst_totals(document)
     by_arm = {t["arm"]: t for t in totals}
     current = by_arm["current"]
     ranked = sorted(totals, key=lambda t: (-t["recall"], t["cost"]["anthropic"]))
     rank = [t["arm"] for t in ranked].index("current") + 1
     runner_up = next(t for t in ranked if t["arm"] != "current")
-    cheaper = [
-        t["arm"]
-        for t in totals
-        if t["cost"]["anthropic"] < current["cost"]["anthropic"]
-        and t["recall"] >= current["recall"]
-    ]
+    each = {
+        p: next(t for t in _arm_totals(_under(document, p)) if t["arm"] == "current")
+        for p in document["summarizers"]
+    }
     place = "the highest" if rank == 1 else f"number {rank}"
     text = (
-        f"`current` has {place} mean recall of the {len(totals)} arms, {current['recall']:.2f} "
+        f"Each arm is shown under the summarizer personality it recalled least under. "
+        f"`current` has {place} worst-case mean recall of the {len(totals)} arms, "
+        f"{current['recall']:.2f} under `{current['summarizer']}` "
         f"({current['found']}/{current['needles']} needles; next: `{runner_up['arm']}`, "
-        f"{runner_up['recall']:.2f}); its summaries read "
+        f"{runner_up['recall']:.2f} under `{runner_up['summarizer']}`). Under each "
+        "personality: "
+        + ", ".join(f"{p} {t['recall']:.2f}" for p, t in each.items())
+        + ". Its summaries read "
         f"{current['sum_cached'] / max(current['sum_prompt'], 1):.0%} of their prompt from "
-        f"the cache, and under Anthropic prices it costs ${current['cost']['anthropic']:.2f} "
-        f"(`naive` ${by_arm['naive']['cost']['anthropic']:.2f}). With the history tools it "
-        f"finds {current['recall_with_tools']:.2f} of the facts, for "
-        f"{current['recall_tokens']:,} more prompt tokens over the suite. "
-        + (
-            "No arm recalls as much for less."
-            if not cheaper
-            else "Arms that recall as much for less: " + ", ".join(f"`{a}`" for a in cheaper) + "."
-        )
+        f"the cache; it sent {sum(t['over'] for t in each.values())} requests its own estimate "
+        f"put over the window and had {sum(t['failed'] for t in each.values())} refused, over "
+        f"all {len(each)} personalities. With the history tools it finds "
+        f"{current['recall_with_tools']:.2f} of the facts."
     )
-    head = f"$ steerable-compaction eval   # {len(document['tasks'])} tasks x {len(totals)} arms"
+    head = (
+        f"$ steerable-compaction eval --summarizer all   # {len(document['tasks'])} tasks x "
+        f"{len(totals)} arms x {len(document['summarizers'])} summarizers"
+    )
     return fence(head + "\n" + _arms_table(totals)) + "\n" + text + "\n"
 
 
 def block_eval_tasks(runs: Runs) -> str:
-    """Recall per task and arm."""
+    """Recall per task and arm (checkpoint summarizer), then `current` under each one."""
     document = runs.suite
     tasks = list(document["tasks"])
-    arms = list(dict.fromkeys(r["arm"] for r in document["runs"]))
-    recall = {(r["task"], r["arm"]): r for r in document["runs"]}
+    checkpoint = _under(document, "checkpoint")
+    arms = list(dict.fromkeys(r["arm"] for r in checkpoint["runs"]))
+    recall = {(r["task"], r["arm"]): r for r in checkpoint["runs"]}
     rows = [["task", *arms]]
     for task in tasks:
         rows.append(
@@ -265,9 +292,16 @@ def block_eval_tasks(runs: Runs) -> str:
                 for a in arms
             ]
         )
+    personalities = list(document["summarizers"])
+    mine = {(r["task"], r["summarizer"]): r for r in document["runs"] if r["arm"] == "current"}
+    per = [["task (current)", *personalities]]
+    for task in tasks:
+        per.append([task] + [f"{mine[task, p]['recall']:.2f}" for p in personalities])
     return (
         fence(_table(rows))
-        + "\n(`*`: the session died early, of a context overflow or an error.)\n"
+        + "\n(`*`: the session died early, of a context overflow or an error.)\n\n"
+        + "`current` per task under each summarizer personality:\n\n"
+        + fence(_table(per))
     )
 
 
@@ -291,9 +325,18 @@ ABLATIONS = (
 
 
 def block_eval_ablations(runs: Runs) -> str:
-    """The `current` arm with one default changed at a time, through `eval --harness`."""
+    """`current` with one default changed at a time (`--harness`), under its worst summarizer."""
     rows = [
-        ["harness", "recall", "w/ tools", "needles", "prompt tokens", "$ Anthropic", "compactions"]
+        [
+            "harness",
+            "worst",
+            "recall",
+            "w/ tools",
+            "needles",
+            "prompt tokens",
+            "$ Anthropic",
+            "compactions",
+        ]
     ]
     for label, yaml in ABLATIONS:
         if yaml is None:
@@ -301,12 +344,17 @@ def block_eval_ablations(runs: Runs) -> str:
         else:
             path = runs.scratch / f"ablation-{len(rows)}.harness.yaml"
             path.write_text(yaml, encoding="utf-8")
-            document = runs.eval("--arms", "current", "--harness", str(path))
-        current = [r for r in document["runs"] if r["arm"] == "current"]
-        (t,) = list(_arm_totals({"runs": current}))
+            document = runs.eval("--arms", "current", "--summarizer", "all", "--harness", str(path))
+        (t,) = [w for w in _worst_totals(document) if w["arm"] == "current"]
+        current = [
+            r
+            for r in document["runs"]
+            if r["arm"] == "current" and r["summarizer"] == t["summarizer"]
+        ]
         rows.append(
             [
                 label,
+                t["summarizer"],
                 f"{t['recall']:.2f}",
                 f"{t['recall_with_tools']:.2f}",
                 f"{t['found']}/{t['needles']}",

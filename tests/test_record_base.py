@@ -22,7 +22,7 @@ from .record_sessions import small_session
 
 
 def refusing_session() -> MemoryRecord:
-    """A session whose summarizer answers with nothing: its summary is refused, then it folds."""
+    """A session whose summarizer answers with nothing: the excerpt stands in, saying why."""
 
     def summarizer(request: SummaryRequest) -> str:
         return ""
@@ -39,19 +39,31 @@ def refusing_session() -> MemoryRecord:
 
 
 def test_a_refused_summary_is_listed_as_refused() -> None:
-    """A bracket whose summary was refused is `refused`, not open, and says why.
+    """A bracket the engine closed at once when its summary was refused is `refused`.
 
-    The engine closes it at once (`CompactionAbandoned(cause="refused")`); the next compaction
-    asks the summarizer again (issue 30), so later ones may be refused too.
+    The engine writes `CompactionAbandoned(cause="refused")` when neither the summary nor the
+    excerpt could be written and a fold stood in; the reason comes with it.
     """
-    first, *later = refusing_session().compactions()
-    assert (first.status, first.action, first.post_tokens) == ("refused", "summarize", None)
-    assert first.reason == "summarizer returned an empty summary"
-    assert later and all(c.status in ("fold", "closed", "refused") for c in later)
-    assert str(first) == (
-        f"summarize (pressure) {first.pre_tokens:,} tokens: "
-        "summary refused, the messages stay as they were"
+    record = MemoryRecord(small_session())
+    record.append(
+        CompactionStart(compaction_id="k9", span=(2, 4), pre_tokens=5_000, action="summarize")
     )
+    record.append(
+        CompactionAbandoned(compaction_id="k9", reason="summarizer failed: boom", cause="refused")
+    )
+    info = record.compactions()[-1]
+    assert (info.status, info.action, info.post_tokens) == ("refused", "summarize", None)
+    assert info.reason == "summarizer failed: boom"
+    assert str(info) == (
+        "summarize (pressure) 5,000 tokens: summary refused, the messages stay as they were"
+    )
+
+
+def test_an_excerpt_standing_in_for_a_refused_summary_says_why() -> None:
+    """The excerpt replaced a refused summary: the bracket is closed, and the reason shows."""
+    first, *_ = refusing_session().compactions()
+    assert (first.status, first.action) == ("closed", "excerpt")
+    assert first.reason == "summarizer returned an empty summary"
 
 
 def test_a_bracket_with_nothing_after_it_stays_open_even_with_its_summary() -> None:
@@ -80,8 +92,13 @@ def test_a_closed_compaction_reads_as_its_action_and_tokens() -> None:
 
 def test_inspect_shows_a_refused_summary_as_refused() -> None:
     """The CLI's compaction table names the refused bracket."""
+    record = MemoryRecord(small_session())
+    record.append(
+        CompactionStart(compaction_id="k9", span=(2, 4), pre_tokens=5_000, action="summarize")
+    )
+    record.append(CompactionAbandoned(compaction_id="k9", reason="boom", cause="refused"))
     out = io.StringIO()
-    inspect_record(refusing_session(), out)
+    inspect_record(record, out)
     assert "refused" in out.getvalue()
 
 

@@ -685,8 +685,7 @@ class CompactionHooks:
             failure = attempt.failure or "no summary could be written"
             self._writer.abandon(cid, failure, "refused")  # its span stays as it is (R37)
             if plan.fold.changed:
-                # The fold alone would have done (better than an excerpt), or no summary could
-                # be written at all (lossy beats stuck).
+                # No summary, not even the excerpt, could be written: lossy beats stuck.
                 return self._fold(
                     plan.fold,
                     "compact",

@@ -120,6 +120,8 @@ class SummaryWriter:
         does a plan whose summary request cannot fit the window (`plan.fits`). `max_tokens` is
         the most the summary message may cost and still leave the next request inside the
         window: a summary over it frees too little, and the excerpt, sized to fit, stands in.
+        A refused summary gives way to the excerpt, whose retention block keeps the facts a
+        fold would cut (a summary is only asked for where the fold does not come first).
         """
         failure: str | None = None
         room = plan.middle_tokens - plan.kept_tokens  # what the summary message must undercut
@@ -148,9 +150,6 @@ class SummaryWriter:
             if plan.merge:
                 # The chain stays as it is: an excerpt of summaries keeps less than they do.
                 logger.warning("%s; the summary chain is left unmerged", failure)
-                return SummaryAttempt(text=None, source="excerpt", failure=failure)
-            if plan.fold_enough:
-                logger.warning("%s; folding instead (the fold alone frees enough)", failure)
                 return SummaryAttempt(text=None, source="excerpt", failure=failure)
             logger.warning("%s; falling back to the excerpt summary", failure)
         middle_chars = sum(len(m.text) for m in plan.request.replay[plan.request.span[0] :])

@@ -144,7 +144,9 @@ class SummaryNeeded:
     `kept` indexes the messages of the span kept verbatim before the summary (pinned ones and
     the user's own); `kept_tokens` is their estimate, part of `middle_tokens` (the span's).
     `fold_enough` says the pressure path's fold alone would have freed enough (it summarizes
-    because the fold does not come first): the fallback if the summarizer fails. `merge` marks
+    because the fold does not come first); a failed summarizer still gives way to the excerpt,
+    whose retention block keeps what the fold would cut, and the fold stands in only when no
+    summary can be written at all. `merge` marks
     a merge of the chain's oldest summaries (`plan_merge`). `fits` is false when no summary
     request of the span fits the window: the excerpt stands in.
     """
