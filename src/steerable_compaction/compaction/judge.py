@@ -80,10 +80,11 @@ _ECHO_COVER_SHARE = 0.25  # ... when they are at least this share of the answer
 CONTENT_RATIO = 6
 """A summary keeping fewer than 1/6 of the values the excerpt keeps at its size is refused.
 
-The excerpt is built to be dense in values (every path, every error line). Measured over
-`eval`'s tasks (seed 0) under the six simulated summarizers: summaries kept a median of
-0.89-1.01 of the excerpt's count, the lowest tenth 0.40-0.71, the lowest 0.18 (one terse
-summary of 88 kept 0.04); the unruly summarizer's answers to the last message kept 0 of 6-10.
+The excerpt is built to be dense in values (every path, every error line). Measured with
+`benchmarks/judge_content.py` over `eval`'s tasks (seed 0) under the six simulated
+summarizers: summaries kept a median of 0.89-1.01 of the excerpt's count, the lowest tenth
+0.40-0.71, the lowest 0.18 (one terse summary of 88 kept 0.04); the unruly summarizer's
+answers to the last message kept 0 of 6-10.
 """
 CONTENT_MIN_VALUES = 6
 """The content check runs only when the excerpt keeps at least this many distinctive values."""
