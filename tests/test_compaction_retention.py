@@ -430,3 +430,37 @@ def test_a_focus_puts_the_clauses_about_it_first() -> None:
     plain, steered = block(None), block("everything about billing")
     assert len(steered.kept) == 2 and all("billing" in a.clause for a in steered.kept)
     assert not all("billing" in a.clause for a in plain.kept)
+
+
+def test_the_room_limits_what_a_compaction_adds_not_the_block_it_carries() -> None:
+    """A large tail leaves little room; the block an earlier summary carried stays whole.
+
+    Issue 25's room budget: the retention block comes out of the room the summary leaves. But
+    a block kept since long ago cut at once for a tail that the next compaction summarizes
+    anyway lost five facts in one step under the unruly summarizer (heavy, seq 251).
+    """
+    from steerable_compaction.compaction import summary_message
+    from steerable_compaction.compaction.retention import carried_block
+    from steerable_compaction.tokens import TokenMeter
+
+    lines = "\n".join(
+        f"- note: the shard {i} limit is {7000 + i} [history seq {i}]" for i in range(40)
+    )
+    earlier = summary_message(f"## Current Work\nreading\n\n{RETAINED_HEADING}\n{lines}", 30)
+    span = [earlier, Message.tool("c1", "read the next shard list"), Message.user("go on")]
+    writer = SummaryWriter(None, TokenMeter(), timeout=None)
+    carried = estimate_tokens(carried_block(earlier))
+
+    def budget(room: int | None) -> int:
+        return writer.retention_budget(
+            span,
+            [0, 60, 61],
+            (0, 3),
+            "## Current Work\nreading",
+            frozenset(),
+            ceiling=10**6,
+            room=room,
+        )
+
+    assert budget(None) <= carried  # the other bounds still hold (half of what it frees)
+    assert budget(10) == budget(None) > 10

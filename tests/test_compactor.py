@@ -159,7 +159,7 @@ def test_r6_the_environment_switch_also_turns_off_the_compactors_summarizer(
 
     def summarize(request: SummaryRequest) -> str:
         calls.append(request)
-        return "## Primary Request\nfix positions"
+        return f"## Primary Request\nfix the positions\n{span_values(request)}"
 
     compactor = Compactor(POLICY, summarizer=summarize, env=env)
     assert compactor.policy.summarizer_enabled is enabled
@@ -299,7 +299,7 @@ def test_the_sync_methods_share_one_event_loop_until_closed() -> None:
 
     async def summarize(request: SummaryRequest) -> str:
         loops.append(asyncio.get_running_loop())
-        return "## Primary Request\nfix positions"
+        return f"## Primary Request\nfix the positions\n{span_values(request)}"
 
     with Compactor(POLICY.replace(keep_last_messages=2), summarizer=summarize) as compactor:
         messages = compactor.prepare(grow([Message.system("s"), Message.user("goal")], 0, 3))

@@ -13,6 +13,7 @@ from steerable_compaction import (
     CompactionHooks,
     MemoryRecord,
     Message,
+    ProviderError,
     RequestTooLargeError,
     StepContext,
     ToolCall,
@@ -394,3 +395,48 @@ def test_a_bad_focus_is_refused_before_anything_runs() -> None:
         s.hooks.request_compact(focus="x" * 2_001)
     s.hooks.request_compact(focus="   ")
     assert s.hooks.state.manual_requested and s.hooks.state.manual_focus is None
+
+
+# -- a refused answer is asked once more -----------------------------------------------------------
+
+
+async def test_a_refused_answer_is_asked_once_more_with_its_reason() -> None:
+    """The second request is the same replay with the reason named; its summary is written.
+
+    An error is not asked again here (the provider's retry hooks see it), and a second bad
+    answer gives way to the excerpt.
+    """
+    from steerable_compaction.compaction import RETRY_LEAD, base_instruction
+    from steerable_compaction.record import CompactionSummary as Summary
+
+    answers = iter(["Assistant: Reading the parser next."])
+    summarizer = FakeSummarizer()
+    original = FakeSummarizer.__call__
+
+    async def first_bad(request: object) -> str:
+        text = await original(summarizer, request)  # type: ignore[arg-type]
+        return next(answers, text)
+
+    s = session(summarizer, rounds=10, keep_last_messages=2)
+    s.hooks._summaries.summarizer = first_bad
+    (outcome,) = (await s.step()).compactions
+    assert outcome.action == "summarize" and outcome.effective
+    first, second = summarizer.requests
+    assert second.replay == first.replay
+    assert (
+        RETRY_LEAD in second.instruction.text
+        and "continues the transcript" in second.instruction.text
+    )
+    assert base_instruction(second.instruction.text) == first.instruction.text
+    (event,) = [e.event for e in s.record.entries if isinstance(e.event, Summary)]
+    assert event.source == "summarizer" and event.refused is None
+
+    broken = FakeSummarizer(error=ProviderError("boom", provider="fake", status_code=500))
+    s = session(broken, rounds=10, keep_last_messages=2)
+    (outcome,) = (await s.step()).compactions
+    assert outcome.action == "excerpt" and len(broken.requests) == 1
+
+    stubborn = FakeSummarizer(reply="Done.")
+    s = session(stubborn, rounds=10, keep_last_messages=2)
+    (outcome,) = (await s.step()).compactions
+    assert outcome.action == "excerpt" and len(stubborn.requests) == 2

@@ -74,6 +74,7 @@ async def run_session(tmp_path: Path, history: bool) -> tuple[CachingProvider, M
         max_context_tokens=4096,
         tools=[Tool(name="read", fn=read_tool)],
         env={},
+        spill_directory=tmp_path / "spill",
     )
     harness.loop.max_rounds_per_turn = 60
     await harness.loop.run_turn("Map the repository.")

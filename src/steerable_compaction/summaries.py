@@ -14,11 +14,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .compaction import SummaryNeeded, excerpt_summary, summary_message
 from .compaction.judge import content_shortfall, distinctive_values, judge_summary
 from .compaction.retention import Retention, carried_block, retention_check
+from .compaction.summary import SummaryRequest, with_retry
 from .hooks import Summarizer
 from .messages import Message
 from .record import Entry, MessageAppended, SummarySource
@@ -27,6 +28,11 @@ from .tokens import TokenMeter, estimate_tokens
 __all__ = ["SummaryAttempt", "SummaryWriter", "as_appended", "closing_message", "span_history"]
 
 logger = logging.getLogger("steerable_compaction.engine")
+
+SUMMARY_ATTEMPTS = 2
+"""How many times a summarizer is asked for one compaction: an answer refused by content is
+asked once more, its reason named in the instruction (`with_retry`; the replay is the same,
+so the prompt cache serves it again). Errors and timeouts are not asked again here."""
 
 RETAINED_SPAN_DIVISOR = 3
 """The retained block holds at most 1/3 of the span's tokens (besides `retention_token_ratio`).
@@ -139,27 +145,40 @@ class SummaryWriter:
             failure = "no summary request of the span fits the window"
             logger.warning("%s; writing the excerpt summary instead", failure)
         elif self.summarizer is not None and use_summarizer:
-            try:
-                text = await asyncio.wait_for(self.summarizer(plan.request), self.timeout)
-            except Exception as exc:  # a failed summarizer must never lose the session
-                failure = f"summarizer failed: {type(exc).__name__}: {exc}"
-            else:
-                accepted, failure = self._judge(text, plan, messages, price, room)
+            request = plan.request
+            for asked in range(SUMMARY_ATTEMPTS):
+                try:
+                    text = await asyncio.wait_for(self.summarizer(request), self.timeout)
+                except Exception as exc:  # a failed summarizer must never lose the session
+                    failure = f"summarizer failed: {type(exc).__name__}: {exc}"
+                    break  # an error is the provider's (its retry hooks); a timeout, twice
+                accepted, failure = self._judge(text, plan, request, messages, price, room)
                 if accepted is not None:
+                    if asked:
+                        logger.info("summarizer's second answer accepted")
                     return SummaryAttempt(text=accepted, source="summarizer")
+                if asked + 1 < SUMMARY_ATTEMPTS:
+                    logger.info("%s; asking once more", failure)
+                    retry = with_retry(plan.request.instruction.text, failure or "")
+                    request = replace(
+                        plan.request, messages=(*plan.request.replay, Message.user(retry))
+                    )
             if plan.merge:
                 # The chain stays as it is: an excerpt of summaries keeps less than they do.
                 logger.warning("%s; the summary chain is left unmerged", failure)
                 return SummaryAttempt(text=None, source="excerpt", failure=failure)
             logger.warning("%s; falling back to the excerpt summary", failure)
-        middle_chars = sum(len(m.text) for m in plan.request.replay[plan.request.span[0] :])
+        span = plan.request.span
+        middle_chars = sum(len(m.text) for m in plan.request.replay[span[0] :])
         budget = max(400, min(12_000, middle_chars // 4))
-        excerpt = excerpt_summary(messages, plan.request.span, max_chars=budget)
-        while price(excerpt) >= room and budget > 400:
-            budget = max(400, budget // 2)
-            excerpt = excerpt_summary(messages, plan.request.span, max_chars=budget)
-        if price(excerpt) < room:
-            return SummaryAttempt(text=excerpt, source="excerpt", failure=failure)
+        chars = budget
+        while True:
+            text = excerpt_summary(messages, span, max_chars=chars)
+            if price(text) < room or chars <= 400:
+                break
+            chars = max(400, chars // 2)
+        if price(text) < room:
+            return SummaryAttempt(text=text, source="excerpt", failure=failure)
         why = "the excerpt summary would not shrink the span"
         return SummaryAttempt(
             text=None, source="excerpt", failure=f"{failure}; {why}" if failure else why
@@ -169,6 +188,7 @@ class SummaryWriter:
     def _judge(
         text: object,
         plan: SummaryNeeded,
+        request: SummaryRequest,
         messages: Sequence[Message],
         price: Callable[[str], int],
         room: int,
@@ -183,6 +203,7 @@ class SummaryWriter:
             return None, f"summarizer returned {type(text).__name__}, not text"
         if not text.strip():
             return None, "summarizer returned an empty summary"
+        # The echo check reads the instruction as first asked: a retry's note quotes the answer.
         instruction = plan.request.instruction.text
         verdict = judge_summary(text, instruction=instruction)
         if verdict.text is None:
@@ -221,9 +242,9 @@ class SummaryWriter:
         more than half of what the summary message (wrapper included) leaves free, so the
         rewrite still shrinks, nor more than a share of the span, so a small span does not come
         back as a list; a block an earlier summary of the span carries is condensed already and
-        may come back whole: only the rest of the span is held to the share.
+        may come back whole: only the rest of the span is held to the share and to the room.
         """
-        if ceiling <= 0 or (room is not None and room <= 0):
+        if ceiling <= 0:
             return 0
         begin, end = span
         span_tokens = carried = 0
@@ -237,7 +258,10 @@ class SummaryWriter:
         static = max(calibration, 1e-6)
         budget = min(int(ceiling / static), share, free // 2)
         if room is not None:
-            budget = min(budget, int(room / static))
+            # A block an earlier summary carried stays whole within the other bounds: the
+            # room only limits what this compaction adds (a large tail must not push out
+            # facts kept since long ago; the next compaction summarizes the tail anyway).
+            budget = min(budget, max(int(room / static), carried))
         return max(budget, 0)
 
     def retention(

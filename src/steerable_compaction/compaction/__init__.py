@@ -40,9 +40,12 @@ from .summary import (
     FOCUS_TAIL,
     INCREMENTAL_INSTRUCTION,
     MERGE_INSTRUCTION,
+    RETRY_LEAD,
+    RETRY_TAIL,
     SECTIONS,
     SUMMARY_INSTRUCTION,
     SummaryRequest,
+    base_instruction,
     build_summary_request,
     check_focus,
     excerpt_summary,
@@ -53,6 +56,7 @@ from .summary import (
     summary_message,
     text_pointer_span,
     with_focus,
+    with_retry,
 )
 
 __all__ = [
@@ -62,6 +66,8 @@ __all__ = [
     "INCREMENTAL_INSTRUCTION",
     "MERGE_INSTRUCTION",
     "OFFLOAD_PREFIX",
+    "RETRY_LEAD",
+    "RETRY_TAIL",
     "SECTIONS",
     "SUMMARY_INSTRUCTION",
     "FoldRewrite",
@@ -73,6 +79,7 @@ __all__ = [
     "Regions",
     "SummaryNeeded",
     "SummaryRequest",
+    "base_instruction",
     "build_summary_request",
     "call_sites",
     "check_focus",
@@ -96,4 +103,5 @@ __all__ = [
     "summary_message",
     "text_pointer_span",
     "with_focus",
+    "with_retry",
 ]

@@ -24,9 +24,12 @@ __all__ = [
     "FOCUS_TAIL",
     "INCREMENTAL_INSTRUCTION",
     "MERGE_INSTRUCTION",
+    "RETRY_LEAD",
+    "RETRY_TAIL",
     "SECTIONS",
     "SUMMARY_INSTRUCTION",
     "SummaryRequest",
+    "base_instruction",
     "build_summary_request",
     "check_focus",
     "excerpt_summary",
@@ -37,6 +40,7 @@ __all__ = [
     "summary_message",
     "text_pointer_span",
     "with_focus",
+    "with_retry",
 ]
 
 SECTIONS = (
@@ -114,16 +118,42 @@ def with_focus(instruction: str, focus: str | None) -> str:
     return f"{instruction}{FOCUS_LEAD}{focus}{FOCUS_TAIL}" if focus else instruction
 
 
-def is_summary_instruction(text: str) -> bool:
-    """Whether `text` is one of the engine's summary instructions, steered or not."""
+RETRY_LEAD = "\n\nYour previous answer could not be used as the summary ("
+"""What joins a second request's note on the refused answer to its instruction (`with_retry`)."""
+RETRY_TAIL = "). Write the summary itself now, as plain text, without tool calls."
+
+
+def with_retry(instruction: str, reason: str) -> str:
+    """`instruction` asked again after an answer refused for `reason` (one line)."""
+    return f"{instruction}{RETRY_LEAD}{' '.join(reason.split())}{RETRY_TAIL}"
+
+
+def base_instruction(text: str) -> str | None:
+    """The engine's instruction `text` was built from (first, incremental, merge), or `None`.
+
+    Recognizes a steered instruction (`with_focus`) and one asked again (`with_retry`).
+    """
+    head, lead, rest = text.rpartition(RETRY_LEAD)
+    if lead and rest.endswith(RETRY_TAIL):
+        text = head
     if text in _INSTRUCTIONS:
-        return True
-    head, lead, _ = text.partition(FOCUS_LEAD)
-    return bool(lead) and head in _INSTRUCTIONS and text.endswith(FOCUS_TAIL)
+        return text
+    head, lead, rest = text.partition(FOCUS_LEAD)
+    if lead and head in _INSTRUCTIONS and rest.endswith(FOCUS_TAIL):
+        return head
+    return None
+
+
+def is_summary_instruction(text: str) -> bool:
+    """Whether `text` is one of the engine's summary instructions, steered or asked again."""
+    return base_instruction(text) is not None
 
 
 def instruction_focus(text: str) -> str | None:
     """The focus a steered summary instruction carries, or `None`."""
+    head, lead, rest = text.rpartition(RETRY_LEAD)
+    if lead and rest.endswith(RETRY_TAIL):
+        text = head
     head, lead, rest = text.partition(FOCUS_LEAD)
     if not lead or head not in _INSTRUCTIONS or not rest.endswith(FOCUS_TAIL):
         return None

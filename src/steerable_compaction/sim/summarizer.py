@@ -40,10 +40,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..compaction import (
-    FOCUS_LEAD,
     INCREMENTAL_INSTRUCTION,
     MERGE_INSTRUCTION,
     SECTIONS,
+    base_instruction,
     instruction_focus,
 )
 from ..compaction.regions import is_goal_candidate
@@ -325,7 +325,7 @@ class ExtractiveSummarizer:
         last = request.messages[-1] if request.messages else Message.user("")
         replay = list(request.messages[:-1])
         focus = instruction_focus(last.text)
-        asked = last.text if focus is None else last.text.partition(FOCUS_LEAD)[0]
+        asked = base_instruction(last.text)
         if TRANSCRIPT_OPEN in last.text:
             units = units_from_text(last.text)
         elif asked == INCREMENTAL_INSTRUCTION:
