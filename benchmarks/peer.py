@@ -89,7 +89,7 @@ def retention_share(messages: list[Message], repeats: int) -> list[float]:
         return answers[request.span]
 
     spent = [0]
-    check = summaries.retention_check
+    check = vars(summaries)["retention_check"]  # the engine's check, timed in place
 
     def timed(*args: Any, **kwargs: Any) -> Any:
         start = clock()
@@ -105,13 +105,13 @@ def retention_share(messages: list[Message], repeats: int) -> list[float]:
                 record.append_message(message)
         hooks = CompactionHooks(record, policy, summarizer=summarize)
         spent[0] = 0
-        summaries.retention_check = timed  # type: ignore[assignment]
+        vars(summaries)["retention_check"] = timed
         try:
             start = clock()
             action = asyncio.run(hooks.pre_step(StepContext(record=record, round=1, turn=1)))
             total = clock() - start
         finally:
-            summaries.retention_check = check
+            vars(summaries)["retention_check"] = check
         done = action.compactions
         assert done and done[0].action == "summarize" and done[0].written, action
         return spent[0] / total
@@ -193,7 +193,7 @@ def peer_pass(messages: list[Message], *, warm: bool) -> Callable[[], float]:
     converted = peer_messages(messages)
 
     def probe() -> float:
-        hooks = PeerHooks(max_context_tokens=WINDOW, summarizer=PeerSummarizer())  # type: ignore[arg-type]
+        hooks = PeerHooks(max_context_tokens=WINDOW, summarizer=PeerSummarizer())
         transcript = list(converted)
         tokens = hooks._estimate(transcript) if warm else None
         ctx = PeerContext(1, tokens, len(transcript) if warm else 0)

@@ -455,7 +455,12 @@ def test_the_index_reads_each_message_once_across_checks(monkeypatch: Any) -> No
 
     reads: list[str] = []
     real = module._message_clauses
-    monkeypatch.setattr(module, "_message_clauses", lambda m, s: reads.append(m.text) or real(m, s))
+
+    def counted(message: Message, speaker: str) -> Any:
+        reads.append(message.text)
+        return real(message, speaker)
+
+    monkeypatch.setattr(module, "_message_clauses", counted)
     messages = [
         Message.user("The staging database port is 41234 and the user is @ana."),
         Message.assistant("I found that the build id is 99871, not 99870 as the docs say."),
