@@ -302,7 +302,7 @@ def measure(repeats: int) -> list[tuple[str, dict[str, object]]]:
                 figure(
                     f"summary_pass_{label}_vs_peer",
                     ours * 1e3,
-                    f"steerable-agent-runtime 0.6.72 pre_step, same transcript "
+                    f"steerable-agent-runtime 0.6.72 compact_now (fold + summary), same transcript "
                     f"(ms; ratio range {low:.2f}-{high:.2f}x, {repeats} repeats)",
                     ratio,
                     "<= 1.0x",
@@ -310,6 +310,23 @@ def measure(repeats: int) -> list[tuple[str, dict[str, object]]]:
                 ),
             )
         )
+    shares = retention_share(varied_transcript(), repeats)
+    share = statistics.median(shares)
+    out.append(
+        (
+            f"retention check's share of a summary pass (varied tool output): {share:.0%} "
+            f"(range {min(shares):.0%}-{max(shares):.0%}; goal <= 25 %)",
+            figure(
+                "retention_share_of_pass",
+                share * 100,
+                f"the whole pass it ran in (%; range {min(shares):.0%}-{max(shares):.0%}, "
+                f"{repeats} repeats)",
+                share,
+                "<= 0.25",
+                share <= 0.25,
+            ),
+        )
+    )
     ours, peer, ratio, low, high = spread(
         paired(ours_tiny(TINY_SIZE), peer_tiny(TINY_SIZE), repeats)
     )
