@@ -33,10 +33,9 @@ from pathlib import Path
 from typing import Any
 
 import _figures
-from pre_step import rounds, short_round
+from pre_step import TRANSCRIPTS, prepare_probe, rounds, short_round
 from steerable_compaction import Message, ToolCall, resolve_compaction_policy, summaries
 from steerable_compaction.compaction import SummaryRequest, excerpt_summary
-from steerable_compaction.compactor import Compactor
 from steerable_compaction.engine import CompactionHooks
 from steerable_compaction.hooks import StepContext
 from steerable_compaction.record import MemoryRecord
@@ -208,40 +207,11 @@ def peer_pass(messages: list[Message], *, warm: bool) -> Callable[[], float]:
     return probe
 
 
-def transcript_of(size: int) -> list[Message]:
-    head = [Message.system("You are a coding agent."), Message.user("Rename fn everywhere.")]
-    return head + rounds(0, (size - 2) // 2)
-
-
-def ours_tiny(size: int) -> Callable[[], float]:
-    """Seconds of one `Compactor.prepare` of a tiny step (`ls` -> "ok")."""
-    never = resolve_compaction_policy(None, 100_000_000)
-    base = transcript_of(size)
-
-    def probe() -> float:
-        record = MemoryRecord()
-        with record.batch():
-            for message in base:
-                record.append_message(message)
-        with Compactor(never, record=record) as compactor:
-            messages = compactor.prepare(record.messages(), last_prompt_tokens=None)
-            steps = [short_round(10_000_000 + k) for k in range(TINY_STEPS)]
-            spent = 0
-            for k, step in enumerate(steps):
-                messages.extend(step)
-                start = clock()
-                messages = compactor.prepare(messages, last_prompt_tokens=1_000_000 + k)
-                spent += clock() - start
-        return spent / TINY_STEPS / 1e9
-
-    return probe
-
-
 def peer_tiny(size: int) -> Callable[[], float]:
     """Seconds of the peer's `pre_step` of a tiny step, the previous usage known."""
     from steerable_agent_runtime.compaction import CompactionHooks as PeerHooks
 
-    base = peer_messages(transcript_of(size))
+    base = peer_messages(TRANSCRIPTS[size])
 
     def probe() -> float:
         hooks = PeerHooks(max_context_tokens=100_000_000)
@@ -328,7 +298,7 @@ def measure(repeats: int) -> list[tuple[str, dict[str, object]]]:
         )
     )
     ours, peer, ratio, low, high = spread(
-        paired(ours_tiny(TINY_SIZE), peer_tiny(TINY_SIZE), repeats)
+        paired(prepare_probe(TINY_SIZE), peer_tiny(TINY_SIZE), repeats)
     )
     out.append(
         (
