@@ -17,6 +17,12 @@ Run: `python benchmarks/recall.py [--messages N] [--appends N] [--summary]`.
    to a `Record.batch()`, one transaction each), against the same appends without the index.
    Best of 3, `fsync="never"` so the disk does not blur it. Goal: <= 1.2x.
 
+3. Index cost per 1.5k-character message (issue 28): `--cost-messages` messages of 1,500
+   characters cut from the same corpora; the in-memory index (built by the first search of a
+   `MemoryRecord`), FTS5 inside each append's transaction (the appends with the index attached
+   less the same appends without), and FTS5 caught up in one transaction by a search. Each the
+   median of `--repeats` interleaved runs, with their range. Goal: <= 50 us a message.
+
 Times are CPU time of this thread (`time.thread_time`, SQLite's work included), so a machine
 shared with other jobs changes them less than wall time.
 
@@ -271,15 +277,81 @@ def append_figures(appends: int, tmp: Path) -> Iterator[tuple[str, dict[str, Any
         )
 
 
+def cost_messages(count: int, seed: int = 5) -> list[Message]:
+    """`count` user messages of 1,500 characters from the corpora, each with a unique id."""
+    rnd = random.Random(seed)
+    texts = [(CORPORA / name).read_text(encoding="utf-8") for name in SOURCES]
+    out = []
+    for i in range(count):
+        text = rnd.choice(texts)
+        start = rnd.randrange(0, len(text) - 1_500)
+        out.append(Message.user(text[start : start + 1_486] + f" req-{i:06d}"))
+    return out
+
+
+def cost_figures(count: int, repeats: int, tmp: Path) -> Iterator[tuple[str, dict[str, Any]]]:
+    """What indexing costs per 1.5k-character message, each index kind, median and range."""
+    messages = cost_messages(count)
+    runs = iter(range(1_000_000))
+
+    def memory() -> float:
+        record = MemoryRecord()
+        for message in messages:
+            record.append_message(message)
+        start = time.thread_time()
+        search_history(record, "warm")  # builds the whole word index
+        return (time.thread_time() - start) / count
+
+    def sqlite(mode: str) -> float:
+        record = SqliteRecord(tmp / f"c{next(runs)}.db", fsync="never")
+        if mode == "hooked":
+            prepare_index(record)  # every append indexes in its own transaction
+        start = time.thread_time()
+        for message in messages:
+            record.append_message(message)
+        if mode == "catch_up":
+            search_history(record, "warm")  # one transaction indexes them all
+        seconds = time.thread_time() - start
+        record.close()
+        return seconds / count
+
+    samples: dict[str, list[float]] = {"memory": [], "fts5_append": [], "fts5_catch_up": []}
+    for _ in range(repeats):
+        plain = sqlite("plain")
+        samples["memory"].append(memory())
+        samples["fts5_append"].append(sqlite("hooked") - plain)
+        samples["fts5_catch_up"].append(sqlite("catch_up") - plain)
+    for name, values in samples.items():
+        us = statistics.median(values) * 1e6
+        low, high = min(values) * 1e6, max(values) * 1e6
+        yield (
+            f"index cost, {name}: {us:.0f} us per 1.5k-character message (range {low:.0f}-"
+            f"{high:.0f} over {repeats} interleaved runs; goal <= 50 us)",
+            figure(
+                f"index_us_per_message_{name}",
+                us,
+                f"the 50 us goal (us per 1.5k-char message; range {low:.0f}-{high:.0f}, "
+                f"{repeats} runs)",
+                us / 50,
+                "<= 50 us",
+                us <= 50,
+            ),
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=100_000, help="record size for search")
     parser.add_argument("--appends", type=int, default=20_000, help="messages for append cost")
+    parser.add_argument("--cost-messages", type=int, default=2_000, help="messages for 3.")
+    parser.add_argument("--repeats", type=int, default=5, help="interleaved runs for 3.")
     parser.add_argument("--summary", action="store_true", help="print JSON lines of figures")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         for line, summary in itertools.chain(
-            search_figures(args.messages, Path(tmp)), append_figures(args.appends, Path(tmp))
+            cost_figures(args.cost_messages, args.repeats, Path(tmp)),
+            search_figures(args.messages, Path(tmp)),
+            append_figures(args.appends, Path(tmp)),
         ):
             if args.summary:
                 if summary:

@@ -44,6 +44,7 @@ from steerable_compaction.record import (
     project,
 )
 from steerable_compaction.record.codec import encode_line
+from steerable_compaction.testing import fake_summary
 
 from .compaction_helpers import tool_round
 
@@ -93,7 +94,7 @@ def pay(paid_log: str, request: SummaryRequest) -> None:
 def main(path: str, paid_log: str, point: str) -> None:
     async def summarize(request: SummaryRequest) -> str:
         pay(paid_log, request)
-        return SUMMARY
+        return fake_summary(request.messages)  # a summary the engine accepts
 
     record = JsonlRecord(path, fsync="every_event")
     if len(record) == 0:
@@ -210,7 +211,7 @@ def run(
         pay_once(paid_log, request)
         if killer is not None and killer.tick():
             killer.die()  # paid, and the summary not yet written
-        return SUMMARY
+        return fake_summary(request.messages)
 
     async def play(record: Record, hooks: CompactionHooks) -> None:
         steps = script()

@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from steerable_compaction import Message
 from steerable_compaction.compaction import (
@@ -178,3 +180,44 @@ def test_a_short_answer_is_compared_with_the_shortest_useful_excerpt() -> None:
 
     content_shortfall("tiny", distinctive_values(messages, span), excerpt)
     assert sizes == [CONTENT_FLOOR_CHARS]
+
+
+def _values_reference(text: str) -> set[str]:
+    """The value rule as first written: every token judged on its own."""
+    import re
+
+    token_re = re.compile(r"[^\s\"'`()\[\]{}<>,;|=\u3000-\u303f\u3040-\u9fff\uff00-\uffef]+")
+    error = re.compile(r"[A-Z]\w*(?:Error|Exception|Fault|Failure)")
+    dotted = re.compile(r"[A-Za-z_][\w-]*\.[A-Za-z_][\w-]*")
+    out = set()
+    for raw in token_re.findall(text):
+        token = raw.strip(".:!?*#-")
+        if len(token) >= 3 and (
+            any(c.isdigit() for c in token)
+            or "/" in token
+            or "_" in token
+            or error.fullmatch(token)
+            or dotted.search(token)
+        ):
+            out.add(token)
+    return out
+
+
+_VALUE_TEXT = st.lists(
+    st.sampled_from(
+        [
+            *("ValueError", "Error", "port", "8080", "a.b", "src/x.py", "fn_1", "x²", "ok."),
+            *("KeyErrors", "Faults", " ", "\n", "é", "٣٤٥", "TimeoutException!", "(", "-v2-"),
+            "db.internal",
+        ]
+    ),
+    max_size=30,
+).map(" ".join)
+
+
+@given(_VALUE_TEXT)
+def test_distinctive_values_match_the_rule_token_by_token(text: str) -> None:
+    """A repeated token is judged once, a plain word only as an error name: same values."""
+    from steerable_compaction.compaction.judge import _values_of
+
+    assert _values_of(text) == _values_reference(text)

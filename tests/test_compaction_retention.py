@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 from steerable_compaction import Message
 from steerable_compaction.compaction.provenance import history_ref, parse_history_refs
 from steerable_compaction.compaction.retention import (
+    MESSAGE_CHARS,
     RETAINED_HEADING,
     Retention,
+    RetentionIndex,
     retention_check,
 )
 from steerable_compaction.summaries import SummaryWriter
@@ -464,3 +467,76 @@ def test_the_room_limits_what_a_compaction_adds_not_the_block_it_carries() -> No
 
     assert budget(None) <= carried  # the other bounds still hold (half of what it frees)
     assert budget(10) == budget(None) > 10
+
+
+def _indexed_check(
+    messages: list[Message], index: RetentionIndex, seqs: list[int] | None = None
+) -> Retention:
+    return retention_check(
+        messages,
+        (0, len(messages)),
+        "## Current Work\nreading",
+        budget_tokens=400,
+        estimate_text=estimate_tokens,
+        seqs=seqs if seqs is not None else [100 + i for i in range(len(messages))],
+        index=index,
+    )
+
+
+def test_the_index_reads_each_message_once_across_checks(monkeypatch: Any) -> None:
+    """A message already read at its seq is not read again by a later check, same block."""
+    import steerable_compaction.compaction.retention as module
+
+    reads: list[str] = []
+    real = module._message_clauses
+
+    def counted(message: Message, speaker: str) -> Any:
+        reads.append(message.text)
+        return real(message, speaker)
+
+    monkeypatch.setattr(module, "_message_clauses", counted)
+    messages = [
+        Message.user("The staging database port is 41234 and the user is @ana."),
+        Message.assistant("I found that the build id is 99871, not 99870 as the docs say."),
+    ]
+    index = RetentionIndex()
+    first = _indexed_check(messages, index)
+    assert len(reads) == 2 and len(index) == 2
+    again = _indexed_check(
+        [*messages, Message.user("Now deploy build 99871 to host db.internal.")], index
+    )
+    assert len(reads) == 3  # only the new message was read
+    assert again.found >= first.found
+    assert _indexed_check(messages, index) == first == check(messages)
+
+
+def test_the_index_reads_again_a_different_message_at_a_seq() -> None:
+    """A seq whose message is another object (a reopened record) is read again, not trusted."""
+    index = RetentionIndex()
+    old = [Message.user("The staging database port is 41234, said the operator today.")]
+    new = [Message.user("The production database port is 5433, said the operator today.")]
+    assert "41234" in _indexed_check(old, index).block
+    assert "5433" in _indexed_check(new, index).block
+
+
+def test_the_index_holds_its_capacity_newest_first() -> None:
+    """Past its capacity the index forgets the oldest message it read."""
+    index = RetentionIndex(capacity=2)
+    messages = [
+        Message.user(f"The port of service {i} is {40000 + i} on the staging host.")
+        for i in range(3)
+    ]
+    _indexed_check(messages, index, seqs=[5, 6, 7])
+    assert len(index) == 2
+
+
+def test_a_giant_message_is_read_at_its_ends_only() -> None:
+    """The work per message is bounded: past `MESSAGE_CHARS` only its first and last halves."""
+    filler = "\n".join(f"row {i} of the table, nothing to see" for i in range(MESSAGE_CHARS // 20))
+    head = "The deploy key id is AKVDHHYVWEPX, stated by the operator at the start."
+    middle = "The staging database port is 41234, stated by the operator in the middle."
+    tail = "The build number is 99871, stated by the operator at the very end."
+    text = f"{head}\n{filler}\n{middle}\n{filler}\n{tail}"
+    block = check([Message.user(text)], budget=2000).block
+    assert "AKVDHHYVWEPX" in block and "99871" in block
+    assert "41234" not in block

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import pytest
 from hypothesis import given
+from hypothesis import strategies as st
 
 from steerable_compaction import ImagePart, Message, TextPart, ToolCall
 from steerable_compaction.compaction import (
@@ -220,3 +221,57 @@ def test_r22b_the_replay_repairs_broken_pairs_like_the_turn_request() -> None:
     assert not pair_issues(request.messages)
     turn_request = repair_tool_pairs(messages)
     assert list(request.replay) == turn_request[: len(request.replay)]
+
+
+_EXCERPT_LINES = st.sampled_from(
+    [
+        "edited src/app.py and lib/util.ts",
+        "src/app.py",
+        "ValueError: bad input",
+        "error: cannot open config.yaml",
+        "all green",
+        "Traceback (most recent call last):",
+        "read README.md then docs/a.md",
+        "ÉCHEC: not found ./x.json",
+        "",
+    ]
+)
+
+
+@given(st.lists(st.lists(_EXCERPT_LINES, max_size=8).map("\n".join), min_size=1, max_size=30))
+def test_excerpt_paths_and_errors_are_the_newest_mentions_as_read_in_full(
+    texts: list[str],
+) -> None:
+    """Reading from the newest message back keeps the newest paths and error lines.
+
+    The same ones, in the order of their last mention, as reading the whole span.
+    """
+    import re
+
+    from steerable_compaction.compaction import summary
+
+    messages = [Message.user(text) for text in texts]
+
+    def reference(found: list[str], count: int) -> list[str]:
+        seen: dict[str, None] = {}
+        for item in found:
+            seen.pop(item, None)
+            seen[item] = None
+        return list(seen)[-count:]
+
+    path = summary._PATH
+    paths = [m.group(0) for message in messages for m in path.finditer(message.text)]
+    error = re.compile(summary._ERROR.pattern)
+    errors = [
+        summary._clip(line, 200)
+        for message in messages
+        for line in message.text.splitlines()
+        if error.search(line)
+    ]
+    for count in (1, 3, 40):
+        assert summary._newest_distinct(messages, summary._paths_in, count) == reference(
+            paths, count
+        )
+        assert summary._newest_distinct(messages, summary._error_lines, count) == reference(
+            errors, count
+        )

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 
 from .compaction import SummaryNeeded, excerpt_summary, summary_message
 from .compaction.judge import content_shortfall, distinctive_values, judge_summary
-from .compaction.retention import Retention, carried_block, retention_check
+from .compaction.retention import Retention, RetentionIndex, carried_block, retention_check
 from .compaction.summary import SummaryRequest, with_retry
 from .hooks import Summarizer
 from .messages import Message
@@ -111,6 +111,7 @@ class SummaryWriter:
         self.summarizer = summarizer
         self.meter = meter
         self.timeout = timeout
+        self.index = RetentionIndex()  # each message read once by the retention checks
 
     async def attempt(
         self,
@@ -294,4 +295,5 @@ class SummaryWriter:
             seqs=seqs,
             skip=kept,
             focus=focus,
+            index=self.index,
         )

@@ -245,13 +245,18 @@ def judge_summary(text: str, *, instruction: str = "") -> Verdict:
 _TOKEN = re.compile(r"[^\s\"'`()\[\]{}<>,;|=\u3000-\u303f\u3040-\u9fff\uff00-\uffef]+")
 _ERROR_NAME = re.compile(r"[A-Z]\w*(?:Error|Exception|Fault|Failure)")
 _DOTTED = re.compile(r"[A-Za-z_][\w-]*\.[A-Za-z_][\w-]*")
+_ERROR_ENDINGS = ("Error", "Exception", "Fault", "Failure")
 
 
 def _values_of(text: str) -> set[str]:
     out: set[str] = set()
-    for raw in _TOKEN.findall(text):
+    for raw in set(_TOKEN.findall(text)):  # a token repeated is judged once
         token = raw.strip(".:!?*#-")
         if len(token) < 3:
+            continue
+        if token.isalpha():  # a plain word: a value only as an error name
+            if token.endswith(_ERROR_ENDINGS) and _ERROR_NAME.fullmatch(token):
+                out.add(token)
             continue
         if (
             any(c.isdigit() for c in token)

@@ -21,11 +21,11 @@ the goal) are never folded and are kept verbatim in every replacement.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal, Protocol, TypeAlias
 
-from ..messages import Message
+from ..messages import Message, ToolCall
 from .prune import PruneResult, prune
 from .regions import (
     _UNSET,
@@ -433,8 +433,9 @@ def _summary_plan(
         billed = pressure - sum(after[cut - start :])
         return max(billed, before + sum(after[: cut - start])) + ask
 
+    sites = call_sites(messages)  # once: the loop below may step back over every message
     while end > start and request_tokens(end) + MIN_SUMMARY_TOKENS > window:
-        end = _clean_cut(messages, start, end - 1)
+        end = _clean_cut(messages, start, end - 1, sites)
     if end <= start:
         end, fits = span[1], False  # the excerpt stands in: no summarizer request can fit
     span = (start, end)
@@ -471,13 +472,17 @@ MIN_SUMMARY_TOKENS = 64
 """The least output a summary request keeps room for; below it the span is cut (or excerpted)."""
 
 
-def _clean_cut(messages: Sequence[Message], start: int, end: int) -> int:
+def _clean_cut(
+    messages: Sequence[Message],
+    start: int,
+    end: int,
+    sites: Mapping[str, tuple[int, ToolCall]],
+) -> int:
     """The largest cut `<= end` (and `> start`, else `start`) that splits no call from a result.
 
-    `messages[cut]` must not answer a call issued in `[start, cut)`: the piece before the cut
-    then holds whole tool rounds only (R22).
+    `messages[cut]` must not answer a call issued in `[start, cut)` (`sites`: `call_sites`):
+    the piece before the cut then holds whole tool rounds only (R22).
     """
-    sites = call_sites(messages)
     cut = end
     while cut > start:
         result = messages[cut].tool_result if cut < len(messages) else None

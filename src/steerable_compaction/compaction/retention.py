@@ -32,10 +32,12 @@ from .provenance import HISTORY_REF, history_ref
 from .regions import is_summary
 
 __all__ = [
+    "MESSAGE_CHARS",
     "RETAINED_HEADING",
     "Atom",
     "AtomKind",
     "Retention",
+    "RetentionIndex",
     "carried_block",
     "focus_words",
     "retention_check",
@@ -181,8 +183,16 @@ def _is_code(value: str) -> bool:
     return _CODEWORD.fullmatch(value) is not None and len(_VOWELS.findall(value)) < len(value) / 4
 
 
+_ASCII_SHAPE = str.maketrans(
+    "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_", "#" * 10 + "a" * 53
+)
+_ASCII_NAMES = re.compile("a+")
+
+
 def _shape(clause: str) -> str:
     """`clause` with every number and name abstracted: lines of one template share it."""
+    if clause.isascii():  # the same, by one character map and one substitution
+        return _ASCII_NAMES.sub("a", clause.translate(_ASCII_SHAPE))
     return _NAMES.sub("a", _DIGITS.sub("#", clause))
 
 
@@ -248,55 +258,139 @@ def _unquoted(line: str) -> str:
     return value if isinstance(value, str) else line
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
 class _Clause:
-    """One clause of the span: where it stands, who said it, and what it looks like."""
+    """One clause of a message, read once: what it says and what the filters need of it.
 
-    index: int
-    speaker: str
-    text: str
-    code: bool
-    origin: int | None  # the seq a reference carried from an earlier summary names
+    Its shape is read at once (every clause counts towards the span's shapes); whether it is
+    a statement, and its atoms, the first time a check asks (most clauses are filtered out
+    before).
+    """
+
+    __slots__ = ("_atoms", "_statement", "code", "origin", "shape", "speaker", "text")
+
+    def __init__(self, speaker: str, text: str, code: bool, origin: int | None) -> None:
+        self.speaker = speaker
+        self.text = text
+        self.code = code
+        self.origin = origin  # the seq a reference carried from an earlier summary names
+        self.shape = _shape(text)
+        self._statement: bool | None = None
+        self._atoms: list[tuple[AtomKind, str, int]] | None = None
+
+    @property
+    def statement(self) -> bool:
+        """Whether it may state a fact: not code, some prose, not symbols everywhere."""
+        if self._statement is None:
+            text = self.text
+            statement = not self.code and len(_WORD.findall(text)) >= 4
+            if statement and self.speaker == "tool" and len(text) >= 40:
+                # minified code, escaped JSON: symbols everywhere, words in between
+                statement = len(_SYMBOLS.findall(text)) <= _DENSE * len(text)
+            self._statement = statement
+        return self._statement
+
+    @property
+    def atoms(self) -> list[tuple[AtomKind, str, int]]:
+        """Every atom of the clause: (kind, value, position)."""
+        if self._atoms is None:
+            self._atoms = _atoms_in(self.text)
+        return self._atoms
+
+
+MESSAGE_CHARS = 100_000
+"""The most of one message the check reads: its first and last halves of this (the bound).
+
+A giant tool output states its command and outcome at its ends; its middle is left to the
+history tools, so one message costs the check at most this much."""
+
+
+def _read_text(text: str) -> str:
+    if len(text) <= MESSAGE_CHARS:
+        return text
+    half = MESSAGE_CHARS // 2
+    return f"{text[:half]}\n{text[-half:]}"
+
+
+def _message_clauses(message: Message, speaker: str) -> list[_Clause]:
+    """Every clause of one user, tool or assistant `message` read as `speaker`."""
+    out: list[_Clause] = []
+    tool = speaker == "tool"
+    for line in _lines(_read_text(message.text)):
+        if speaker == "summary" and line[:1] in (" ", '"'):
+            line = _unquoted(line)
+        if len(line.strip()) < 4:
+            continue  # no clause of four characters (the substitutions below only shorten)
+        # Each substitution only where its pattern can match (a line number starts with a
+        # digit, a bullet with - or *): most lines need none of them.
+        numbered = line.lstrip()[:1].isdigit()
+        code = False
+        if tool:
+            code = bool(_CODE.search(_LINE_NUMBER.sub("", line, count=1) if numbered else line))
+            if numbered:
+                line = _LISTING_NUMBER.sub("", line, count=1)
+        origin = None
+        if "[history seq " in line:
+            refs = HISTORY_REF.findall(line)
+            origin = int(refs[0][0]) if refs else None
+            line = HISTORY_REF.sub("", line)
+        if line[:1] in ("-", "*"):
+            line = _BULLET.sub("", line)
+        for clause in _CLAUSES.split(line.strip()):
+            clause = clause.strip().rstrip(";,\uff1b\uff0c").rstrip()  # a separator, no content
+            if len(clause) >= 4 and not clause.startswith(("<compacted-summary>", "</compacted")):
+                out.append(_Clause(speaker, clause, code, origin))
+    return out
+
+
+class RetentionIndex:
+    """Each message's clauses and atoms, read once and reused by every later check.
+
+    Keyed by record seq (a message keeps its seq in the projection, and the record's original
+    stays at it), so a summary or a kept message in the next span is not read again. Holds
+    the newest `capacity` messages read.
+    """
+
+    def __init__(self, capacity: int = 4096) -> None:
+        self.capacity = capacity
+        self._read: dict[int, tuple[Message, list[_Clause]]] = {}
+
+    def __len__(self) -> int:
+        return len(self._read)
+
+    def clauses(self, seq: int, message: Message, speaker: str) -> list[_Clause]:
+        """The clauses of `message` at record `seq`, read now or taken from the index."""
+        held = self._read.get(seq)
+        if held is not None and held[0] is message:
+            return held[1]
+        clauses = _message_clauses(message, speaker)
+        self._read[seq] = (message, clauses)
+        if len(self._read) > self.capacity:
+            del self._read[next(iter(self._read))]  # the oldest read
+        return clauses
 
 
 def _clauses(
-    messages: Sequence[Message], span: tuple[int, int], skip: frozenset[int]
-) -> list[_Clause]:
-    """Every clause of the user, tool and assistant messages of `messages[span]` (not `skip`)."""
-    out: list[_Clause] = []
+    messages: Sequence[Message],
+    span: tuple[int, int],
+    skip: frozenset[int],
+    seqs: Sequence[int] | None = None,
+    index: RetentionIndex | None = None,
+) -> list[tuple[int, _Clause]]:
+    """Every clause of the user, tool and assistant messages of `messages[span]` (not `skip`).
+
+    Each with the index of its message; read through `index` when there is one (with `seqs`).
+    """
+    out: list[tuple[int, _Clause]] = []
     for i in range(*span):
-        speaker = None if i in skip else _speaker(messages[i])
+        message = messages[i]
+        speaker = None if i in skip else _speaker(message)
         if speaker is None:
             continue
-        tool = speaker == "tool"
-        for line in _lines(messages[i].text):
-            if speaker == "summary" and line[:1] in (" ", '"'):
-                line = _unquoted(line)
-            if len(line.strip()) < 4:
-                continue  # no clause of four characters (the substitutions below only shorten)
-            # Each substitution only where its pattern can match (a line number starts with a
-            # digit, a bullet with - or *): most lines need none of them.
-            numbered = line.lstrip()[:1].isdigit()
-            code = False
-            if tool:
-                code = bool(_CODE.search(_LINE_NUMBER.sub("", line, count=1) if numbered else line))
-                if numbered:
-                    line = _LISTING_NUMBER.sub("", line, count=1)
-            origin = None
-            if "[history seq " in line:
-                refs = HISTORY_REF.findall(line)
-                origin = int(refs[0][0]) if refs else None
-                line = HISTORY_REF.sub("", line)
-            if line[:1] in ("-", "*"):
-                line = _BULLET.sub("", line)
-            for clause in _CLAUSES.split(line.strip()):
-                clause = clause.strip().rstrip(";,\uff1b\uff0c").rstrip()  # a separator, no content
-                if len(clause) >= 4 and not clause.startswith(
-                    ("<compacted-summary>", "</compacted")
-                ):
-                    out.append(
-                        _Clause(index=i, speaker=speaker, text=clause, code=code, origin=origin)
-                    )
+        if index is not None and seqs is not None:
+            read = index.clauses(seqs[i], message, speaker)
+        else:
+            read = _message_clauses(message, speaker)
+        out.extend((i, clause) for clause in read)
     return out
 
 
@@ -317,7 +411,7 @@ def focus_words(focus: str | None) -> frozenset[str]:
 
 
 def _candidates(
-    clauses: Sequence[_Clause],
+    clauses: Sequence[tuple[int, _Clause]],
     span: tuple[int, int],
     summary: str,
     seqs: Sequence[int] | None,
@@ -329,25 +423,25 @@ def _candidates(
     signatures) are not facts someone stated: they are left to the history tools.
     """
     start, end = span
-    shape_of = [_shape(c.text) for c in clauses]
-    shapes = Counter(shape_of)
+    shapes = Counter(clause.shape for _, clause in clauses)
     span_length = max(end - start - 1, 1)
     found: dict[str, Atom] = {}
-    for clause, shape in zip(clauses, shape_of, strict=True):
+    held: dict[str, bool] = {}  # each value matched against the summary once
+    for index, clause in clauses:
         # The cheap tests first: most lines of tool output are code, repeat a shape or are no
         # prose, and finding atoms is the costly part.
-        if clause.code or shapes[shape] >= 3 or len(_WORD.findall(clause.text)) < 4:
+        if clause.code or shapes[clause.shape] >= 3 or not clause.statement:
             continue
-        if (
-            clause.speaker == "tool"
-            and len(clause.text) >= 40
-            and len(_SYMBOLS.findall(clause.text)) > _DENSE * len(clause.text)
-        ):
-            continue  # minified code, escaped JSON: symbols everywhere, words in between
-        atoms = [a for a in _atoms_in(clause.text) if a[1] not in summary]
+        atoms = []
+        for atom in clause.atoms:
+            missing = held.get(atom[1])
+            if missing is None:
+                missing = held[atom[1]] = atom[1] not in summary
+            if missing:
+                atoms.append(atom)
         if not atoms:
             continue
-        base = _ROLE_WEIGHT[clause.speaker] * (0.7 + 0.3 * (clause.index - start) / span_length)
+        base = _ROLE_WEIGHT[clause.speaker] * (0.7 + 0.3 * (index - start) / span_length)
         kind, value, at = max(atoms, key=lambda a: _KIND_WEIGHT[a[0]])
         score = base * (_KIND_WEIGHT[kind] + 0.2 * (len({a[1] for a in atoms}) - 1))
         if focus and any(word in clause.text.lower() for word in focus):
@@ -355,7 +449,7 @@ def _candidates(
         text = _clip(clause.text, at, len(value))
         seq = clause.origin if clause.origin is not None else None
         if seq is None and seqs is not None:
-            seq = seqs[clause.index]
+            seq = seqs[index]
         # One clause per value: a fact restated (by a summary, a later message) is kept once,
         # where it scores best.
         current = found.get(value)
@@ -386,14 +480,17 @@ def retention_check(
     seqs: Sequence[int] | None = None,
     skip: frozenset[int] = frozenset(),
     focus: str | None = None,
+    index: RetentionIndex | None = None,
 ) -> Retention:
     """The atoms of `messages[span]` that `summary` lacks, the most salient within the budget.
 
     `seqs` gives each message's record seq (for the `[history seq N]` references); `skip` are
     indices kept verbatim anyway. `budget_tokens` bounds the block, heading included. A
-    steered compaction's `focus` doubles the salience of clauses that name its words.
+    steered compaction's `focus` doubles the salience of clauses that name its words. With
+    `index` (and `seqs`), each message is read once across checks.
     """
-    ranked = _candidates(_clauses(messages, span, skip), span, summary, seqs, focus_words(focus))
+    clauses = _clauses(messages, span, skip, seqs, index)
+    ranked = _candidates(clauses, span, summary, seqs, focus_words(focus))
     heading = f"{RETAINED_HEADING}\n"
     used = estimate_text(heading)
     kept: list[Atom] = []

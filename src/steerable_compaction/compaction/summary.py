@@ -10,7 +10,7 @@ pointers unless the summarizer is the turn model itself (R28).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -346,15 +346,6 @@ def _clip(text: str, limit: int) -> str:
     return text[:head].rstrip() + " … " + (text[-tail:].lstrip() if tail else "")
 
 
-def _by_last_mention(items: Iterable[str]) -> list[str]:
-    """`items` without repeats, each where it was last mentioned (the newest matter most)."""
-    seen: dict[str, None] = {}
-    for item in items:  # re-inserting moves an item to the end
-        seen.pop(item, None)
-        seen[item] = None
-    return list(seen)
-
-
 def _tool_counts(middle: Sequence[Message]) -> dict[str, int]:
     """How many times each tool was called in `middle`, in order of first call."""
     tools: dict[str, int] = {}
@@ -364,16 +355,60 @@ def _tool_counts(middle: Sequence[Message]) -> dict[str, int]:
     return tools
 
 
+def _last_lines(text: str) -> list[str]:
+    """The distinct lines of `text`, each where it last occurs, in order.
+
+    A path is found within a line, so for the newest mentions a repeated line (log lines, a
+    listing printed twice) need only be read where it occurs last.
+    """
+    seen: dict[str, None] = {}
+    for line in reversed(text.split("\n")):
+        seen.setdefault(line, None)
+    return list(reversed(seen))
+
+
 def _paths_in(message: Message) -> Iterator[str]:
-    """File paths in `message`'s text, then in its tool calls' arguments."""
-    yield from (m.group(0) for m in _PATH.finditer(message.text))
+    """File paths in `message`'s text, then in its tool calls' arguments (for last mentions)."""
+    for line in _last_lines(message.text):
+        yield from _PATH.findall(line)
     for call in message.tool_calls:
         yield from (m.group(0) for m in _PATH.finditer(call.arguments))
 
 
+_ERROR_WORDS = (
+    "error", "exception", "traceback", "failed", "failure", "fatal", "panic", "assert", "denied",
+    "not found", "cannot", "can't", "unable",
+)  # fmt: skip
+
+
 def _error_lines(message: Message) -> Iterator[str]:
     """The lines of `message`'s text that report an error, clipped."""
-    return (_clip(line, 200) for line in message.text.splitlines() if _ERROR.search(line))
+    text = message.text
+    if text.isascii():
+        # Most messages report none: substring tests on the lowered text rule out every match
+        # of `_ERROR` (ASCII folds case only within A-Z) far faster than searching it.
+        lowered = text.lower()
+        if not any(word in lowered for word in _ERROR_WORDS):
+            return iter(())
+    return (_clip(line, 200) for line in text.splitlines() if _ERROR.search(line))
+
+
+def _newest_distinct(
+    middle: Sequence[Message], items: Callable[[Message], Iterable[str]], count: int
+) -> list[str]:
+    """The newest `count` distinct `items` of `middle`, each where it was last mentioned.
+
+    In order of last mention. Read from the newest message back and stops once `count` are
+    found, so a long span costs what its newest messages hold.
+    """
+    found: dict[str, None] = {}
+    for message in reversed(middle):
+        for item in reversed(list(items(message))):
+            if item not in found:
+                found[item] = None
+                if len(found) == count:
+                    return list(reversed(found))
+    return list(reversed(found))
 
 
 def _tools_line(middle: Sequence[Message]) -> str:
@@ -390,14 +425,14 @@ def _excerpt_sections(
     """Every section of the excerpt, in `SECTIONS` order; "Current Work" is filled later."""
     goal = next((m.text for m in messages[:start] if is_goal_candidate(m)), "")
     last = next((m.text for m in reversed(middle) if m.role == "assistant" and m.text.strip()), "")
-    paths = _by_last_mention(p for m in middle for p in _paths_in(m))
-    errors = _by_last_mention(e for m in middle for e in _error_lines(m))
+    # The newest mentions matter most to the work that continues.
+    paths = _newest_distinct(middle, _paths_in, 40)
+    errors = _newest_distinct(middle, _error_lines, 20)
     return {
         "Primary Request": [_clip(goal, budget // 6) if goal else "(no user goal)"],
         "Key Technical Concepts": [_tools_line(middle)],
-        # The newest mentions matter most to the work that continues.
-        "Files and Code": [f"- {p}" for p in paths[-40:]],
-        "Errors and Fixes": [f"- {e}" for e in errors[-20:]],
+        "Files and Code": [f"- {p}" for p in paths],
+        "Errors and Fixes": [f"- {e}" for e in errors],
         "Current Work": [],
         "Next Step": [_clip(last, 400) if last else "Continue from the messages below."],
     }
