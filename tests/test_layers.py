@@ -42,7 +42,18 @@ LAYERS = (
     Layer(name="planning", rank=2, prefixes=("compaction",), pure=True),
     Layer(name="recall", rank=3, prefixes=("recall",)),  # search over the record, for engine/loop
     Layer(
-        name="engine", rank=4, prefixes=("engine", "summaries", "writer", "hooks", "retry", "spill")
+        name="engine",
+        rank=4,
+        prefixes=(
+            "engine",
+            "brackets",
+            "cursors",
+            "summaries",
+            "writer",
+            "hooks",
+            "retry",
+            "spill",
+        ),
     ),
     Layer(
         name="loop/providers/compactor",

@@ -2,18 +2,21 @@
 
 `CompactionHooks` does the I/O of compaction and nothing clever: the transitions are the pure
 functions of `compaction.state`, the rewrite is planned by `compaction.plan_compaction`, and the
-record is the only thing written. A summarizing compaction writes `compaction_start` before the
-summarizer is called, then `compaction_summary`, then the boundary (R36, R38).
+record is the only thing written. `BracketRunner` (`brackets`) writes a planned rewrite: a
+summarizing compaction writes `compaction_start` before the summarizer is called, then
+`compaction_summary`, then the boundary (R36, R38). `RecordCursors` (`cursors`) reads rounds,
+the goal and the newest usage from the record. This module keeps the paths (pressure, micro,
+manual, overflow), the breakers' state and the fit guard.
 """
 
 from __future__ import annotations
 
-import bisect
 import logging
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Literal, assert_never
 
+from .brackets import BracketRunner
 from .compaction import (
     FoldRewrite,
     NothingToDo,
@@ -22,9 +25,8 @@ from .compaction import (
     plan_compaction,
     plan_merge,
 )
-from .compaction.plan import MIN_SUMMARY_TOKENS
 from .compaction.prune import fold_largest
-from .compaction.regions import is_goal_candidate, newest_turn, pinned_indices
+from .compaction.regions import newest_turn, pinned_indices
 from .compaction.state import (
     THRASHING_REASON,
     THRASHING_TEXT,
@@ -42,6 +44,7 @@ from .compaction.state import (
     take_overflow_retry,
 )
 from .compaction.summary import check_focus
+from .cursors import RecordCursors
 from .errors import (
     ContextOverflowError,
     OverflowRetriesExhaustedError,
@@ -60,17 +63,12 @@ from .hooks import (
 from .messages import Message, ToolResult
 from .policy import CompactionPolicy
 from .record import (
-    CompactionAction,
-    CompactionBoundary,
-    CompactionStart,
     CompactionTrigger,
-    MessageAppended,
     Record,
     Reminder,
-    SummarySource,
 )
 from .record.usage import newest_usage
-from .summaries import SummaryAttempt, SummaryWriter, closing_message, span_history
+from .summaries import SummaryAttempt, SummaryWriter
 from .tokens import TokenMeter
 from .writer import CompactionWriter
 
@@ -137,15 +135,8 @@ class CompactionHooks:
             record, self.meter, threshold_tokens=policy.threshold_tokens
         )
         self._summaries = SummaryWriter(summarizer, self.meter, timeout=summarizer_timeout)
-        # Read cursors over the append-only record (caches, not decisions): each look reads
-        # only the entries appended since the previous one.
-        self._assistant_seqs: list[int] = []
-        self._scanned = 0
-        self._goal_scanned = 0
-        self._opening_goal: Message | None = None  # newest user message before an assistant's
-        self._named_goal: Message | None = None  # newest user message a host named the goal
-        self._opening_done = False
-        self._usage_scanned = 0
+        self._brackets = BracketRunner(record, policy, self.meter, self._summaries, self._writer)
+        self._cursors = RecordCursors(record)  # caches over the record, not decisions
         self._recovery_done = False
         self.last_outcome: CompactionOutcome | None = None
         """The newest compaction's outcome (written or not), for hosts and tests."""
@@ -487,16 +478,6 @@ class CompactionHooks:
 
     # -- compaction -------------------------------------------------------------------------
 
-    def _rounds(self, seqs: Sequence[int]) -> list[int]:
-        """Each message's round: how many assistant replies the record held before it."""
-        entries = self.record.entries
-        for entry in entries[self._scanned :]:
-            event = entry.event
-            if isinstance(event, MessageAppended) and event.message.role == "assistant":
-                self._assistant_seqs.append(entry.seq)
-        self._scanned = len(entries)
-        return [bisect.bisect_left(self._assistant_seqs, seq) for seq in seqs]
-
     async def _compact(
         self,
         trigger: CompactionTrigger,
@@ -517,7 +498,7 @@ class CompactionHooks:
             estimate=self.meter.estimate,
             mode=mode,
             seqs=seqs,
-            rounds=self._rounds(seqs),
+            rounds=self._cursors.rounds(seqs),
             replay_images=self._replay_images,
             summarizer=self._summarizer_on(),
             goal=self._goal_index(messages),
@@ -558,33 +539,7 @@ class CompactionHooks:
         return outcome
 
     def _goal_index(self, messages: Sequence[Message]) -> int | None:
-        """Where the goal stands in `messages`, as the record tells it (`opening_goal`'s rule).
-
-        The goal is the newest user message a host named the goal, else the newest user
-        message appended before the first assistant message: read from the record, not the
-        projection, where kept user messages stand before the first summary. `None` when the
-        goal is no longer in view (a fold took it, say).
-        """
-        entries = self.record.entries
-        for entry in entries[self._goal_scanned :]:
-            event = entry.event
-            if not isinstance(event, MessageAppended):
-                continue
-            message = event.message
-            if message.role == "assistant":
-                self._opening_done = True
-            elif message.goal and message.role == "user":
-                self._named_goal = message
-            elif not self._opening_done and is_goal_candidate(message):
-                self._opening_goal = message
-        self._goal_scanned = len(entries)
-        goal = self._named_goal or self._opening_goal
-        if goal is None:
-            return None
-        for i, message in enumerate(messages):
-            if message is goal or (message.role == "user" and message == goal):
-                return i
-        return None
+        return self._cursors.goal_index(messages)
 
     async def _merge_chain(
         self, first: CompactionOutcome, trigger: CompactionTrigger
@@ -602,7 +557,7 @@ class CompactionHooks:
             self.policy,
             pressure=first.post_tokens,
             estimate=self.meter.estimate,
-            rounds=self._rounds(projection.seqs),
+            rounds=self._cursors.rounds(projection.seqs),
             replay_images=self._replay_images,
         )
         if plan is None:
@@ -629,21 +584,8 @@ class CompactionHooks:
         pre: int,
         *,
         why: str = "",
-        called: bool = False,
     ) -> CompactionOutcome:
-        """Write a fold-only rewrite (a boundary without a bracket, R36).
-
-        `why` prefixes the reason when the fold stands in for a summary that failed; `called`
-        says the summarizer was asked first.
-        """
-        return self._writer.fold(
-            pruned.edits,
-            action=action,
-            trigger=trigger,
-            pre_tokens=pre,
-            reason=f"{why}folded {pruned.folded} results, offloaded {pruned.offloaded} images",
-            summarizer_called=called,
-        )
+        return self._brackets.fold(pruned, action, trigger, pre, why=why)
 
     async def _summarize(
         self,
@@ -654,161 +596,16 @@ class CompactionHooks:
         squeeze: int = 0,
         focus: str | None = None,
     ) -> CompactionOutcome:
+        """Write `plan`'s summary bracket; the summarizer is asked unless its breaker is open."""
         use = self._summarizer_on() and not (
             self._state.circuit == "consecutive_failures" and self._state.summarizer_failed
         )
-        planned: CompactionAction = "summarize" if use and plan.fits else "excerpt"
-        called = planned == "summarize"
-        cid = self._writer.open(
-            span=plan.request.span,
-            pre_tokens=plan.pre_tokens,
-            action=planned,
-            trigger=trigger,
-            kept=plan.kept,
-            focus=focus,
+        outcome, failed = await self._brackets.summarize(
+            plan, messages, trigger, use=use, squeeze=squeeze, focus=focus
         )
-        # What stays after the summary: the rest of the projection and the kept messages. When
-        # a summary can bring the next request inside the window, one that does not is refused
-        # (frees too little); when it cannot (a piece of a span too large to replay at once),
-        # it only has to shrink its span.
-        rest = plan.pre_tokens - plan.middle_tokens + plan.kept_tokens
-        room = self.policy.limit_tokens - rest
-        attempt = await self._summaries.attempt(
-            plan,
-            messages,
-            use_summarizer=use,
-            max_tokens=room if room >= MIN_SUMMARY_TOKENS else None,
-        )
-        if called and not plan.merge:  # a failed merge leaves the chain; summaries still work
-            self._state = after_summary_attempt(self._state, failed=attempt.failure is not None)
-        if attempt.text is None:
-            failure = attempt.failure or "no summary could be written"
-            self._writer.abandon(cid, failure, "refused")  # its span stays as it is (R37)
-            if plan.fold.changed:
-                # No summary, not even the excerpt, could be written: lossy beats stuck.
-                return self._fold(
-                    plan.fold,
-                    "compact",
-                    trigger,
-                    plan.pre_tokens,
-                    why=f"{failure}; ",
-                    called=called,
-                )
-            return CompactionOutcome(
-                trigger=trigger,
-                written=False,
-                effective=False,
-                pre_tokens=plan.pre_tokens,
-                post_tokens=plan.pre_tokens,
-                compaction_id=cid,
-                summarizer_called=called,
-                reason=failure,
-            )
-        # The retention block comes out of the room the summary leaves below the level a
-        # compaction aims for: the threshold less two hysteresis margins, so the session has
-        # room to grow before the next compaction (with one, a small window compacted almost
-        # every round). A squeezed compaction (the request would not fit) keeps none.
-        closing = closing_message(
-            attempt.text, messages, list(self.record.projection.seqs), plan.request.span, plan.kept
-        )
-        target = self.policy.threshold_tokens - 2 * self.policy.recompact_margin_tokens
-        # The summary and the block share one memory budget: the block's ceiling plus the
-        # output room the summary was given. A summarizer that writes less (a terse one, or a
-        # prose one that states fewer values) leaves the rest of its room to the block, so how
-        # much a compaction keeps does not hang on how the summarizer writes.
-        unused = max((plan.request.max_output_tokens or 0) - self.meter.estimate(closing), 0)
-        budget = self._summaries.retention_budget(
-            messages,
-            self.record.projection.seqs,
-            plan.request.span,
-            attempt.text,
-            frozenset(plan.kept),
-            ceiling=0 if squeeze else self.policy.retention_tokens + unused,
-            room=target - rest - self.meter.estimate(closing),
-            calibration=self.meter.calibration,
-        )
-        self._writer.summary(
-            cid, attempt.text, attempt.source, retention_budget=budget, refused=attempt.failure
-        )
-        outcome = self._close(
-            cid,
-            span=plan.request.span,
-            pre_tokens=plan.pre_tokens,
-            summary=attempt.text,
-            source=attempt.source,
-            trigger=trigger,
-            kept=plan.kept,
-            called=called,
-            retention_budget=budget,
-            focus=focus,
-        )
-        if attempt.failure is None:
-            return outcome
-        # A summarizer that failed counts as ineffective even when the excerpt saved the day.
-        return replace(outcome, effective=False, reason=attempt.failure)
-
-    def _close(
-        self,
-        cid: str,
-        *,
-        span: tuple[int, int],
-        pre_tokens: int,
-        summary: str,
-        source: SummarySource,
-        trigger: CompactionTrigger,
-        kept: Sequence[int],
-        called: bool,
-        retention_budget: int | None,
-        focus: str | None = None,
-    ) -> CompactionOutcome:
-        """Close bracket `cid`: the kept messages, then the summary, replace `span`.
-
-        The retention check adds the span's salient facts the summary lacks, read from the
-        messages as appended (a fold before the summary hides none; deterministic: recovery
-        rebuilds the same text from the same record), within `retention_budget` (recorded with
-        the summary; `None` for a record written before it was: the policy's bound alone).
-        The summary names the record seqs it replaces.
-        """
-        projection = self.record.projection
-        messages = projection.messages
-        seqs = projection.seqs
-        history = span_history(seqs, span)
-        if retention_budget is None:
-            retention_budget = self._summaries.retention_budget(
-                messages,
-                seqs,
-                span,
-                summary,
-                frozenset(kept),
-                ceiling=self.policy.retention_tokens,
-            )
-        retention = self._summaries.retention(
-            messages,
-            seqs,
-            span,
-            summary,
-            frozenset(kept),
-            budget_tokens=retention_budget,
-            entries=self.record.entries,
-            focus=focus,
-        )
-        text = f"{summary.rstrip()}\n\n{retention.block}" if retention.block else summary
-        replacement = (
-            *(messages[i] for i in kept),
-            closing_message(text, messages, seqs, span, kept),
-        )
-        action: CompactionAction = "summarize" if source == "summarizer" else "excerpt"
-        return self._writer.close(
-            cid,
-            span=span,
-            replacement=replacement,
-            action=action,
-            trigger=trigger,
-            pre_tokens=pre_tokens,
-            summarizer_called=called,
-            history=history,
-            retained=(retention.found, len(retention.kept)),
-        )
+        if failed is not None:
+            self._state = after_summary_attempt(self._state, failed=failed)
+        return outcome
 
     # -- recovery ---------------------------------------------------------------------------
 
@@ -816,57 +613,23 @@ class CompactionHooks:
         """Close every bracket a crash left open (R38); the outcome of a reused summary, if any.
 
         The newest bracket is closed with its recorded summary when it has one and nothing has
-        rewritten the projection since it started (appended messages and reminders leave its
-        span where it was), so the summary is never paid twice. Every other open bracket is
-        closed with `compaction_abandoned`: its span stays visible, and compaction is planned
-        again only if needed. Runs once per engine (later calls return the first result); a
-        read-only record is never written.
+        rewritten the projection since it started, so the summary is never paid twice; every
+        other open bracket is abandoned (`BracketRunner.recover`). Runs once per engine (later
+        calls return the first result).
         """
         if self._recovery_done:
             return self.recovered
         self._recovery_done = True
-        if self.record.readonly:
-            return None
-        outcome = None
-        for bracket in self.record.projection.open_brackets:
-            start = bracket.start
-            tail = self.record.entries[bracket.start_seq + 1 :]
-            moved = any(isinstance(e.event, CompactionBoundary | CompactionStart) for e in tail)
-            if bracket.summary is None or moved:
-                reason = (
-                    "no summary was recorded before the run ended"
-                    if bracket.summary is None
-                    else "the projection was rewritten after the bracket started"
-                )
-                self._writer.abandon(start.compaction_id, reason)
-                logger.warning("abandoned bracket %s left open: %s", start.compaction_id, reason)
-                continue
-            outcome = self._close(
-                start.compaction_id,
-                span=start.span,
-                pre_tokens=start.pre_tokens,
-                summary=bracket.summary.summary,
-                source=bracket.summary.source,
-                trigger=start.trigger,
-                kept=start.kept,
-                called=False,
-                retention_budget=bracket.summary.retention_budget,
-                focus=start.focus,
-            )
-            logger.warning(
-                "closed bracket %s left open by an interrupted run, reusing its recorded summary",
-                start.compaction_id,
-            )
-            self.last_outcome = outcome
-        self.recovered = outcome
-        return outcome
+        self.recovered = self._brackets.recover()
+        if self.recovered is not None:
+            self.last_outcome = self.recovered
+        return self.recovered
 
     def _observe_new(self) -> None:
         """Anchor the meter on the newest reply's recorded usage, if no rewrite came after it.
 
         Only entries appended since the last look are read, so this costs O(new entries).
         """
-        found = newest_usage(self.record, self._usage_scanned)
-        self._usage_scanned = len(self.record.entries)
+        found = self._cursors.new_usage()
         if found is not None:
             self.meter.observe(*found)
