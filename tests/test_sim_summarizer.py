@@ -102,3 +102,26 @@ def test_cold_requests_are_parsed_from_the_flattened_transcript() -> None:
     assert ("tool", "[image]") in roles and all("sys" != t for _, t in roles)
     assert "prompt words" not in [t for _, t in roles]
     assert [u.stub for u in units if u.text.startswith("[folded")] == [True]
+
+
+def test_a_focus_weighs_the_lines_that_name_it_not_its_glue_words() -> None:
+    """Asked to focus on billing, the summarizer keeps billing lines a plain summary drops.
+
+    "everything about billing": only "billing" counts; "about" and "everything" would make
+    almost every line look on-subject.
+    """
+    lines = ["The billing export job id is BX-4471.", "The billing retry limit is 17."]
+    lines += [
+        f"The deploy shard {i} answers on port {9000 + i} about everything." for i in range(8)
+    ]
+    units = [Unit("tool", text, source=k) for k, text in enumerate(lines)]
+    summarizer = ExtractiveSummarizer()
+    room = sum(estimate_tokens(f"- {line}") + 1 for line in lines[:2])  # two lines' worth
+    budget = estimate_tokens(summarizer.summarize([], 10_000)) + 8 + room
+    plain = summarizer.summarize(units, budget)
+    steered = summarizer.summarize(units, budget, frozenset({"billing"}))
+    assert "BX-4471" not in plain and "limit is 17" not in plain  # the older lines lose
+    assert "BX-4471" in steered and "limit is 17" in steered
+    from steerable_compaction.sim.summarizer import _words
+
+    assert _words("everything about billing") == frozenset({"billing"})

@@ -237,9 +237,18 @@ def flatten(messages: Sequence[Message], *, max_chars: int | None = None) -> str
 _FOCUSED = 2.5  # a line about what the user asked the summary to focus on
 
 
+# Words of four letters or more that say how to focus, not on what ("everything about X").
+_FOCUS_GLUE = frozenset(
+    "about above after again also before below detail details every everything focus from "
+    "full give keep mainly most much only please regarding related since that their them "
+    "there these they this those through what when where which while with within".split()
+)
+
+
 def _words(focus: str | None) -> frozenset[str]:
-    """The words of a focus a line must name to be about it (four letters or more)."""
-    return frozenset(w.lower() for w in re.findall(r"[A-Za-z]{4,}", focus or ""))
+    """The words of a focus a line must name to be about it (four letters or more, not glue)."""
+    words = (w.lower() for w in re.findall(r"[A-Za-z]{4,}", focus or ""))
+    return frozenset(w for w in words if w not in _FOCUS_GLUE)
 
 
 def _about(text: str, focus: frozenset[str]) -> bool:
@@ -349,6 +358,9 @@ class ExtractiveSummarizer:
     ) -> str:
         """Pick lines by score under `budget` estimated tokens; render the six sections.
 
+        A line naming a word of `focus` (what a steered compaction asked to keep) weighs
+        `_FOCUSED` times as much.
+
         A message's lines compete with each other too: each further line taken from the same
         tool result (assistant message) is worth half (0.7 times) as much as the previous one,
         so one noisy output cannot fill the summary. User and carried summary lines do not
@@ -358,7 +370,11 @@ class ExtractiveSummarizer:
         for i, unit in enumerate(units):
             latest[_same(unit.text)] = i  # a repeated line counts once, at its newest place
         total = max(len(units) - 1, 1)
-        base = {i: _score(u, i / total) for i, u in enumerate(units) if latest[_same(u.text)] == i}
+        base = {
+            i: _score(u, i / total) * (_FOCUSED if focus and _about(u.text, focus) else 1.0)
+            for i, u in enumerate(units)
+            if latest[_same(u.text)] == i
+        }
         by_source: dict[int, list[int]] = {}
         for i in sorted(base, key=lambda i: (-base[i], -i)):
             by_source.setdefault(units[i].source, []).append(i)
