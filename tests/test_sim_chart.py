@@ -2,6 +2,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from steerable_compaction.sim import run_eval
 from steerable_compaction.sim.chart import best_other_arm, write_chart
@@ -67,3 +70,27 @@ def test_the_chart_draws_small_and_single_arm_runs(tmp_path: Path) -> None:
     assert out.read_bytes().startswith(PNG_MAGIC)
     lone = replace(results, runs=tuple(r for r in results.runs if r.arm == "current"))
     assert write_chart(lone, tmp_path / "lone.png").read_bytes().startswith(PNG_MAGIC)
+
+
+def test_under_several_summarizers_the_chart_draws_one_set_of_panels(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two personalities: the panels hold the first one's runs, the scatter each arm's worst."""
+    import steerable_compaction.sim.chart as chart
+
+    results = run_eval(["light"], ["naive", "current"], scale=0.3, summarizers=("prose", "terse"))
+    panels: list[tuple[str, list[str]]] = []
+    real = chart._task_panel
+
+    def spy(figure: Any, cell: Any, runs: list[Any], task: str, price: str) -> None:
+        panels.append((task, [f"{r.arm}/{r.summarizer}" for r in runs]))
+        real(figure, cell, runs, task, price)
+
+    monkeypatch.setattr(chart, "_task_panel", spy)
+    assert write_chart(results, tmp_path / "two.png").read_bytes().startswith(PNG_MAGIC)
+    assert panels == [("light (prose)", ["naive/prose", "current/prose"])]
+    worst = results.worst_by_arm()
+    assert set(worst) == {"naive", "current"} and {p for p, _ in worst.values()} <= {
+        "prose",
+        "terse",
+    }

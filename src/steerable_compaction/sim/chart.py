@@ -2,9 +2,11 @@
 
 Each task panel stacks three strips, `current`, the best other arm on that task (by recall) and
 `naive`, so no line hides another even on a 1,000-round session; one legend, in the grid cell
-the tasks leave free, serves every panel; every arm is in the scatter and the table. Needs
-matplotlib (the `plot` extra), imported only when a chart is drawn, with the Agg canvas
-directly (no pyplot state, no display backend).
+the tasks leave free, serves every panel; every arm is in the scatter and the table. Run under
+several summarizer personalities, the scatter shows each arm under the one it recalled least
+under (as the README's table does), and the task panels show the first personality's runs,
+named in their titles. Needs matplotlib (the `plot` extra), imported only when a chart is
+drawn, with the Agg canvas directly (no pyplot state, no display backend).
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ def write_chart(results: EvalResults, path: Path, *, price: str = "anthropic") -
             "the eval chart needs matplotlib: pip install 'steerable-compaction[plot]'"
         ) from exc
     tasks = [t.name for t in results.tasks]
+    first = results.under(results.summarizers[0]) if results.summarizers else results
     rows = 1 + -(-(len(tasks) + 1) // _COLUMNS)  # the scatter, then tasks and the legend cell
     figure = Figure(figsize=(4.6 * _COLUMNS, 3.2 + 4.4 * (rows - 1)), layout="constrained")
     FigureCanvasAgg(figure)
@@ -58,7 +61,9 @@ def write_chart(results: EvalResults, path: Path, *, price: str = "anthropic") -
     _scatter(figure.add_subplot(grid[0, :]), results, price)
     for k, task in enumerate(tasks):
         cell = grid[1 + k // _COLUMNS, k % _COLUMNS]
-        _task_panel(figure, cell, [r for r in results.runs if r.task == task], task, price)
+        runs = [r for r in first.runs if r.task == task]
+        label = task if len(results.summarizers) < 2 else f"{task} ({results.summarizers[0]})"
+        _task_panel(figure, cell, runs, label, price)
     k = len(tasks)
     _legend(figure.add_subplot(grid[1 + k // _COLUMNS, k % _COLUMNS]), price)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -67,13 +72,20 @@ def write_chart(results: EvalResults, path: Path, *, price: str = "anthropic") -
 
 
 def _scatter(axes: Any, results: EvalResults, price: str) -> None:
+    """Each arm's cost and mean recall, under its worst summarizer when there are several."""
+    several = len(results.summarizers) > 1
+    worst = results.worst_by_arm() if several else {}
     for arm, runs in _by_arm(results.runs).items():
+        if several:
+            runs = [r for r in runs if r.summarizer == worst[arm][0]]
         cost = sum(r.cost_usd[price] for r in runs)
         recall = sum(r.recall for r in runs) / len(runs)
         color = _FOCUS.get(arm, "#495057")
+        name = f"{arm} ({worst[arm][0]})" if several else arm
         axes.scatter([cost], [recall], s=70, color=color, zorder=3)
-        axes.annotate(arm, (cost, recall), textcoords="offset points", xytext=(7, -3), color=color)
-    axes.set_xlabel(f"billed cost over all tasks, USD ({price} prices)")
+        axes.annotate(name, (cost, recall), textcoords="offset points", xytext=(7, -3), color=color)
+    under = ", each arm under its worst summarizer" if several else ""
+    axes.set_xlabel(f"billed cost over all tasks{under}, USD ({price} prices)")
     axes.set_ylabel("mean needle recall")
     axes.set_ylim(-0.05, 1.05)
     axes.set_title(

@@ -238,15 +238,7 @@ _TOTALS_HEAD = [
 
 def worst_by_arm(results: EvalResults) -> dict[str, tuple[str, float]]:
     """Per arm, the summarizer personality it recalled least under, and that mean recall."""
-    worst: dict[str, tuple[str, float]] = {}
-    for personality in results.summarizers:
-        runs = results.under(personality).runs
-        for arm in dict.fromkeys(r.arm for r in runs):
-            mine = [r for r in runs if r.arm == arm]
-            recall = sum(r.recall for r in mine) / len(mine)
-            if arm not in worst or recall < worst[arm][1]:
-                worst[arm] = (personality, recall)
-    return worst
+    return results.worst_by_arm()
 
 
 def format_table(results: EvalResults) -> str:

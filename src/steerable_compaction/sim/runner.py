@@ -528,6 +528,18 @@ class EvalResults:
             summarizers=(summarizer,),
         )
 
+    def worst_by_arm(self) -> dict[str, tuple[str, float]]:
+        """Per arm, the summarizer personality it recalled least under, and that mean recall."""
+        worst: dict[str, tuple[str, float]] = {}
+        for personality in self.summarizers:
+            runs = self.under(personality).runs
+            for arm in dict.fromkeys(r.arm for r in runs):
+                mine = [r for r in runs if r.arm == arm]
+                recall = sum(r.recall for r in mine) / len(mine)
+                if arm not in worst or recall < worst[arm][1]:
+                    worst[arm] = (personality, recall)
+        return worst
+
     def to_json(self) -> dict[str, Any]:
         """The `results.json` document (see `standard.md`)."""
         return {
