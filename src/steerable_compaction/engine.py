@@ -20,7 +20,6 @@ from .brackets import BracketRunner
 from .compaction import (
     FoldRewrite,
     NothingToDo,
-    PruneResult,
     SummaryNeeded,
     plan_compaction,
     plan_merge,
@@ -365,7 +364,7 @@ class CompactionHooks:
             what,
             self.policy.fold_excerpt_chars,
         )
-        return self._fold(
+        return self._brackets.fold(
             result,
             "compact",
             trigger,
@@ -517,7 +516,7 @@ class CompactionHooks:
                     nothing_to_do=True,
                 )
             case FoldRewrite():
-                outcome = self._fold(plan.prune, plan.action, trigger, pre)
+                outcome = self._brackets.fold(plan.prune, plan.action, trigger, pre)
             case SummaryNeeded():
                 outcome = await self._summarize(
                     plan, messages, trigger, squeeze=squeeze, focus=focus
@@ -575,17 +574,6 @@ class CompactionHooks:
 
     def _summarizer_on(self) -> bool:
         return self._summaries.summarizer is not None and self.policy.summarizer_enabled
-
-    def _fold(
-        self,
-        pruned: PruneResult,
-        action: Literal["compact", "micro_compact"],
-        trigger: CompactionTrigger,
-        pre: int,
-        *,
-        why: str = "",
-    ) -> CompactionOutcome:
-        return self._brackets.fold(pruned, action, trigger, pre, why=why)
 
     async def _summarize(
         self,
