@@ -221,3 +221,28 @@ def test_distinctive_values_match_the_rule_token_by_token(text: str) -> None:
     from steerable_compaction.compaction.judge import _values_of
 
     assert _values_of(text) == _values_reference(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Unfortunately, I could not fix test_parse_date in tests/test_dates.py: TimezoneError "
+        "when the offset is +14:00; next, try dateutil 2.9.",
+        "I cannot reproduce the crash in src/app.py with Python 3.12; the trace names the pool.",
+        "Sorry, the build still fails: ImportError in pkg/mod.py after the rename.",
+        "User: Ana wants the billing service on Postgres 16, port 5433 on db.internal.",
+    ],
+)
+def test_a_summary_that_opens_like_a_refusal_or_a_turn_is_read_as_a_summary(text: str) -> None:
+    """An opening alone refuses nothing when the answer names values; content judges the rest.
+
+    Found in review: a sound summary of a failed attempt ("Unfortunately, I could not fix ...")
+    was refused as a refusal, one labelled "User:" as a continuation.
+    """
+    assert judge_summary(text, instruction=SUMMARY_INSTRUCTION).text == text
+
+
+def test_a_summary_that_mentions_a_closing_tag_keeps_its_head() -> None:
+    """Only a closing tag that ends its line ends a reasoning block without an opening tag."""
+    text = "The parser now strips </think> tags from model output; tests/test_parse.py passes."
+    assert judge_summary(text).text == text

@@ -440,3 +440,96 @@ async def test_a_refused_answer_is_asked_once_more_with_its_reason() -> None:
     s = session(stubborn, rounds=10, keep_last_messages=2)
     (outcome,) = (await s.step()).compactions
     assert outcome.action == "excerpt" and len(stubborn.requests) == 2
+
+
+# -- found in review: the ladder's order, its length, and what the step leaves ---------------------
+
+
+async def test_every_tool_result_is_folded_before_the_goal() -> None:
+    """The estimate of what a fold frees is not what the meter counts: the rung repeats.
+
+    A leaner tokenizer (billed 0.8 of the estimate) made one pass over the results free less
+    than it meant to, and the goal was folded while three large results stood whole.
+    """
+    record = MemoryRecord()
+    record.append_message(Message.system("You are a careful coding agent."))
+    goal = "GOAL: " + body(1_500)
+    record.append_message(Message.user(goal))
+    calls = [
+        ToolCall(id=f"c{i}", name="read_file", arguments=f'{{"path": "m{i}.py"}}') for i in range(6)
+    ]
+    record.append_message(Message.assistant("Reading six files.", calls))
+    for i in range(6):
+        record.append_message(Message.tool(f"c{i}", body(2_500, f"[file {i}] ")))
+    hooks = CompactionHooks(record, policy(), summarizer=FakeSummarizer())
+    messages = list(record.projection.messages)
+    hooks.meter.rewrite(messages, messages)  # the meter's anchor on this projection
+    hooks.observe(int(hooks.meter.pressure(messages) * 0.8), len(messages))
+    s = Session(hooks)
+    assert over_limit(s)
+    await s.step()
+    assert not over_limit(s)
+    assert any(m.text == goal for m in record.projection.messages)
+
+
+async def test_a_context_many_windows_large_is_summarized_piece_by_piece_in_one_step() -> None:
+    """Resumed into a smaller window: as many pieces as it takes, then no error, no fold.
+
+    With a fixed eight rounds a 178k-token context in a 10k window folded the newest turn and
+    raised `RequestTooLargeError` although summaries were still freeing room.
+    """
+    s = session(FakeSummarizer(), rounds=200)
+    assert s.hooks.pressure() > 10 * s.hooks.policy.limit_tokens
+    action = await s.step()
+    assert not over_limit(s)
+    assert len(action.compactions) > 8
+    assert all(o.action == "summarize" for o in action.compactions)
+
+
+async def test_the_hysteresis_baseline_is_where_the_step_left_the_context() -> None:
+    """A pressure compaction the fit guard had to follow counts by the step's end level."""
+    s = session(FakeSummarizer(), rounds=30)
+    action = await s.step()
+    assert len(action.compactions) >= 2
+    assert s.hooks.state.last_post_tokens == s.hooks.pressure()
+
+
+async def test_an_overflow_compaction_keeps_the_reminder_in_view() -> None:
+    """A summary of the overflow path may take the open circuit's reminder: it comes back.
+
+    The retried request carries it again, and so does every step after (R33).
+    """
+    from steerable_compaction.compaction.state import compaction_thrashing_reminder
+
+    record = MemoryRecord()
+    start(record)
+    add_rounds(record, 0, 2)
+    record.append(compaction_thrashing_reminder(3, 3))
+    add_rounds(record, 2, 8)
+    state = EngineState(circuit="rapid_refill", rapid_refills=3, last_success_round=0)
+    hooks = CompactionHooks(record, policy(), summarizer=FakeSummarizer(), state=state)
+    s = Session(hooks)
+    s.round = 5
+
+    def visible() -> bool:
+        return any(THRASHING_TEXT in m.text for m in record.projection.messages)
+
+    retry = await s.overflow()
+    assert retry is not None and retry.compactions and visible()
+    for _ in range(2):
+        await s.step()
+        assert visible()
+
+
+async def test_an_overflow_that_cannot_come_in_under_the_cut_says_so() -> None:
+    """The error names the bound it missed: a tenth under the refused request, not the window."""
+    from steerable_compaction import OverflowRetriesExhaustedError
+
+    record = MemoryRecord()
+    record.append_message(Message.system(body(6_600)))  # more than 0.9 of the request
+    record.append_message(Message.user("goal"))
+    record.append_message(Message.assistant(body(300, "reply: ")))
+    s = Session(CompactionHooks(record, policy(), summarizer=FakeSummarizer()))
+    with pytest.raises(OverflowRetriesExhaustedError) as caught:
+        await s.overflow()
+    assert "a tenth under the" in str(caught.value) and "window less" not in str(caught.value)

@@ -165,8 +165,8 @@ def test_r31_micro_and_forced_compactions_are_exempt() -> None:
 
 def test_r31_unclosed_bracket_counts_its_pre_level() -> None:
     """A bracket that never closed (summarizer failed) leaves the post level at its pre."""
-    start = CompactionStart(compaction_id="k1", span=(2, 6), pre_tokens=9_000, action="summarize")
-    record = record_with(start, fold(9_500, 5_000))
+    start = CompactionStart(compaction_id="k1", span=(2, 6), pre_tokens=8_100, action="summarize")
+    record = record_with(start, fold(8_700, 5_000))
     report = check_trace(record, policy=POLICY)
     assert report.counts() == {"hysteresis": 1}
 
@@ -176,14 +176,27 @@ def test_r31_a_fold_written_for_a_failed_summary_is_the_same_compaction() -> Non
 
     Anything written in between (a message, another pressure) makes it a new compaction.
     """
-    start = CompactionStart(compaction_id="k1", span=(2, 6), pre_tokens=9_000, action="summarize")
-    assert check_trace(record_with(start, fold(9_000, 5_000)), policy=POLICY).ok
+    start = CompactionStart(compaction_id="k1", span=(2, 6), pre_tokens=8_500, action="summarize")
+    assert check_trace(record_with(start, fold(8_500, 5_000)), policy=POLICY).ok
     later = record_with(start)
     later.append_message(Message.user("more"))
-    later.append(fold(9_000, 5_000))
+    later.append(fold(8_500, 5_000))
     assert check_trace(later, policy=POLICY).counts() == {"hysteresis": 1}
-    other = record_with(start, fold(9_100, 5_000))
+    other = record_with(start, fold(8_600, 5_000))
     assert check_trace(other, policy=POLICY).counts() == {"hysteresis": 1}
+
+
+def test_r31_a_compaction_over_the_limit_is_never_inside_the_band() -> None:
+    """The fit guard compacts whatever the hysteresis says once a request would not fit.
+
+    Over `limit_tokens` (8,750 here) a pressure compaction right after another is no violation;
+    under it, the band holds.
+    """
+    assert POLICY.limit_tokens == 8_750
+    over = record_with(fold(8_700, 7_900), fold(8_800, 6_000))
+    assert check_trace(over, policy=POLICY).ok
+    under = record_with(fold(8_700, 7_900), fold(8_700, 6_000))
+    assert check_trace(under, policy=POLICY).counts() == {"hysteresis": 1}
 
 
 def test_r24_summary_request_replaying_the_previous_prefix_passes() -> None:
@@ -225,6 +238,24 @@ def test_r24_summary_requests_that_are_not_a_prefix_replay_are_caught(
     assert report.counts() == {"prefix_replay": 1}
     assert needle in report.violations[0].detail
     assert report.violations[0].request == 1
+
+
+def test_r24_a_further_compaction_in_the_same_step_is_counted_apart() -> None:
+    """Right after a summary, a warm replay of what the first compaction left is no violation.
+
+    The fit guard may compact again before any request: that summary replays the session's
+    head and a projection no request carried. A cold or foreign request there still fails.
+    """
+    messages = tuple(session())
+    turn = CompletionRequest(messages=messages)
+    first = _summary((*messages[:6], Message.user("sum")))
+    further = _summary((messages[0], messages[1], Message.user("[summary]"), Message.user("sum")))
+    report = check_trace(record_with(), [turn, first, further])
+    assert report.ok and report.same_step_summaries == 1
+    cold = _summary((Message.user("<transcript>...</transcript>"), Message.user("sum")))
+    assert check_trace(record_with(), [turn, first, cold]).counts() == {"prefix_replay": 1}
+    alone = check_trace(record_with(), [turn, further])
+    assert alone.counts() == {"prefix_replay": 1} and alone.same_step_summaries == 0
 
 
 def test_r24_instruction_already_in_the_previous_request_is_caught() -> None:

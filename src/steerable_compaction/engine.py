@@ -196,6 +196,8 @@ class CompactionHooks:
         state = at_step(self._state, round_=ctx.round, turn=ctx.turn)
         if state.manual_requested or ctx.compact_requested or micro_due(state, self.policy):
             return None
+        if self._reminder_missing():
+            return None  # `pre_step` appends it again (an overflow compaction may have taken it)
         self.recover()  # nothing is open: this only marks recovery done
         after, gate = gate_round(state, self.policy, self.pressure())
         if gate in ("compact", "limit"):
@@ -234,87 +236,125 @@ class CompactionHooks:
                 folded = outcome.written
             if not folded:
                 gate, pressured = await self._pressure_path()
-                if pressured is not None:
-                    done.append(pressured)
+                done.extend(pressured)
         self._keep_reminder()  # before the fit: the reminder is part of the request
-        done.extend(await self._fit("pressure"))
+        fitted = await self._fit("pressure")
+        if any(o.written for o in fitted):
+            # The hysteresis measures growth from where the step left the context.
+            self._state = replace(
+                self._state,
+                last_compaction_round=self._state.round,
+                last_post_tokens=self.pressure(),
+            )
+        done.extend(fitted)
         self._keep_reminder(fits=True)  # the fit may have summarized it away
         return PreStepAction(compactions=tuple(done), gate=gate)
 
-    async def _pressure_path(self) -> tuple[Gate, CompactionOutcome | None]:
-        """The pressure gate and, when it opens, one compaction (R12, R16, R31-R33)."""
+    async def _pressure_path(self) -> tuple[Gate, list[CompactionOutcome]]:
+        """The pressure gate and, when it opens, a compaction (R12, R16, R31-R33).
+
+        Over the window's limit the fit guard goes on compacting in the same step; the breakers
+        and the hysteresis then count the step by where it left the context, not by its first
+        compaction alone.
+        """
         pressure = self.pressure()
         self._state, gate = gate_round(self._state, self.policy, pressure)
         if gate not in ("compact", "limit"):
-            return gate, None
+            return gate, []
         outcome = await self._compact("pressure", "normal", pressure)
         if outcome.nothing_to_do:
-            return gate, outcome  # nothing compactable: neither a failure nor a baseline
+            return gate, [outcome]  # nothing compactable: neither a failure nor a baseline
+        fitted = await self._fit("pressure")
+        end = self.pressure() if fitted else outcome.post_tokens
+        threshold = self.policy.threshold_tokens
+        # Ineffective stays ineffective when the compaction wrote nothing or its summarizer
+        # failed (the excerpt stood in); one that only freed too little is judged by the end.
+        freed_too_little = outcome.written and outcome.post_tokens >= threshold
         was_open = self._state.circuit
         self._state = after_pressure_compaction(
             self._state,
             self.policy,
-            post_tokens=outcome.post_tokens,
-            effective=outcome.effective,
+            post_tokens=end,
+            effective=end < threshold and (outcome.effective or freed_too_little),
         )
         if was_open is None and self._state.circuit == "rapid_refill":
             self.record.append(self._reminder())
-        return gate, outcome
+        return gate, [outcome, *fitted]
 
     def _reminder(self) -> Reminder:
-        return compaction_thrashing_reminder(
-            self._state.rapid_refills, self.policy.rapid_refill_window_rounds
-        )
+        # A healthy round may reset the count while the circuit stays open: the reminder
+        # tells how many refills opened it.
+        refills = self._state.rapid_refills
+        if self._state.circuit == "rapid_refill":
+            refills = max(refills, self.policy.max_rapid_refills)
+        return compaction_thrashing_reminder(refills, self.policy.rapid_refill_window_rounds)
 
-    def _keep_reminder(self, *, fits: bool = False) -> None:
+    def _reminder_missing(self) -> bool:
+        """Whether the rapid-refill circuit is open and its reminder is out of view."""
+        if self._state.circuit != "rapid_refill" or self.record.readonly:
+            return False
+        return not any(THRASHING_TEXT in m.text for m in self.record.projection.messages)
+
+    def _keep_reminder(self, *, fits: bool = False, limit: int | None = None) -> None:
         """While the rapid-refill circuit is open, its reminder stays visible to the model.
 
         A compaction may summarize it away; it is appended again (R33). With `fits`, only if
-        the request still fits the window with it.
+        the request still fits the window with it (or `limit`, after an overflow).
         """
-        if self._state.circuit != "rapid_refill" or self.record.readonly:
-            return
-        if any(THRASHING_TEXT in m.text for m in self.record.projection.messages):
+        if not self._reminder_missing():
             return
         reminder = self._reminder()
-        if (
-            fits
-            and self.pressure() + self.meter.estimate(reminder.message) > self.policy.limit_tokens
-        ):
+        bar = self.policy.limit_tokens if limit is None else limit
+        if fits and self.pressure() + self.meter.estimate(reminder.message) > bar:
             return
         self.record.append(reminder)
 
     async def _fit(
-        self, trigger: CompactionTrigger, *, limit: int | None = None
+        self,
+        trigger: CompactionTrigger,
+        *,
+        limit: int | None = None,
+        bound: str | None = None,
     ) -> list[CompactionOutcome]:
         """Compact until the next request fits the window; `RequestTooLargeError` if it cannot.
 
         No request leaves while the calibrated estimate is over `limit_tokens` (the window less
         the output reserve), whatever the breakers, the hysteresis or a cooldown say. Cheapest
-        loss first: a summary that keeps neither a retention block nor the span's user
-        messages; then the tail cut to the newest turn; then the largest tool results folded,
-        the newest turn's included; last, oversized pinned text (the goal too), each fold with
-        a pointer to the record and a loud warning. `limit` lowers the bar (after an overflow).
+        loss first: summaries that keep neither a retention block nor the span's user messages,
+        a piece of the span at a time while each frees something; then the tail cut to the
+        newest turn; then the largest tool results folded, the newest turn's included, until
+        it fits or none is left; last, oversized pinned text (the goal too), each fold with a
+        pointer to the record and a loud warning. `limit` lowers the bar (after an overflow),
+        and `bound` says why, for the error.
         """
         limit = self.policy.limit_tokens if limit is None else limit
         done: list[CompactionOutcome] = []
         squeeze, rounds = 1, 0
-        while (pressure := self.pressure()) > limit and squeeze <= 2 and rounds < _FIT_ROUNDS:
+        # Each summary replays a piece that fits the window: a context many windows large
+        # needs many. Every round must free something, so the loop ends; the bound only caps
+        # the summarizer calls of one step.
+        most = max(_FIT_ROUNDS, 2 * -(-self.pressure() // max(limit, 1)))
+        while (pressure := self.pressure()) > limit and squeeze <= 2 and rounds < most:
             outcome = await self._compact(trigger, "normal", pressure, squeeze=squeeze)
             done.append(outcome)
             rounds += 1
             if not outcome.written or self.pressure() >= pressure:
                 squeeze += 1  # nothing more at this rung: the next loss
         for pinned in (False, True):
-            if self.pressure() <= limit:
-                return done
-            folded = self._fold_largest(trigger, pinned=pinned, limit=limit)
-            if folded is not None:
+            # Tool results first, every one if need be, and only then the pinned text: the
+            # estimate of what a fold frees is not what the provider will count.
+            while (before := self.pressure()) > limit:
+                folded = self._fold_largest(trigger, pinned=pinned, limit=limit)
+                if folded is None:
+                    break
                 done.append(folded)
+                self.last_outcome = folded
+                if self.pressure() >= before:
+                    break
         tokens = self.pressure()
         if tokens > limit:
             raise RequestTooLargeError(
-                tokens, limit, self._must_stay(), self.policy.max_context_tokens
+                tokens, limit, self._must_stay(), self.policy.max_context_tokens, bound
             )
         return done
 
@@ -355,7 +395,7 @@ class CompactionHooks:
             return None
         what = "pinned messages (the goal among them)" if pinned else "tool results"
         logger.warning(
-            "the next request (%d tokens) would not fit the window's %d: folded the %d largest "
+            "the next request (%d tokens) would not fit its limit of %d: folded the %d largest "
             "%s, the newest turn included, keeping %d characters of each (the record keeps "
             "the originals)",
             pre,
@@ -416,19 +456,25 @@ class CompactionHooks:
         self._observe_new()
         before = self.pressure()
         outcome = await self._compact("overflow", "normal", before)
-        self._state = after_forced(
-            self._state,
-            post_tokens=outcome.post_tokens if outcome.written else None,
-            manual=False,
-        )
         self.last_outcome = outcome
-        target = self.policy.limit_tokens
-        if not probable:
-            target = min(target, int(before * OVERFLOW_CUT))
+        target, bound = self.policy.limit_tokens, None
+        if not probable and int(before * OVERFLOW_CUT) < target:
+            target = int(before * OVERFLOW_CUT)
+            bound = (
+                f"a tenth under the {before:,}-token estimate of the request the provider "
+                f"refused; the window is {self.policy.max_context_tokens:,}"
+            )
         done = [outcome] if outcome.written else []
-        done.extend(o for o in await self._fit("overflow", limit=target) if o.written)
+        try:
+            done.extend(
+                o for o in await self._fit("overflow", limit=target, bound=bound) if o.written
+            )
+        finally:
+            if done:  # the baseline is where the compactions left the context
+                self._state = after_forced(self._state, post_tokens=self.pressure(), manual=False)
         if self.pressure() >= before or not done:
             return ()
+        self._keep_reminder(fits=True, limit=target)  # a compaction may have taken it away
         return tuple(done)
 
     def _why_nothing(self) -> str:

@@ -229,25 +229,34 @@ class RequestTooLargeError(CompactionError):
     """The next request would not fit the window, and nothing is left to compact.
 
     Raised before the request is sent (the library's own estimate says it will not fit):
-    `tokens` is that estimate, `limit` what a request may carry (the window less the output
-    room), `head_tokens` what cannot be compacted (system messages, the goal, pinned messages
-    and the newest turn), `window` the context window.
+    `tokens` is that estimate, `limit` what a request may carry, `head_tokens` what cannot be
+    compacted (system messages, the goal, pinned messages and the newest turn), `window` the
+    context window. `bound` says where `limit` comes from: `None` for the window less the
+    output room; after an overflow, the share of the refused request a retry must come under.
     """
 
-    def __init__(self, tokens: int, limit: int, head_tokens: int, window: int) -> None:
+    def __init__(
+        self, tokens: int, limit: int, head_tokens: int, window: int, bound: str | None = None
+    ) -> None:
         self.tokens = tokens
         self.limit = limit
         self.head_tokens = head_tokens
         self.window = window
+        self.bound = bound
+        why = bound if bound is not None else f"a {window:,}-token window less its output room"
         super().__init__(
             f"the next request needs {tokens:,} tokens but a request may carry {limit:,} "
-            f"(a {window:,}-token window less its output room), and nothing is left to "
-            f"compact: what must stay (system messages, the goal, pinned messages and the "
-            f"newest turn) takes {head_tokens:,} tokens"
+            f"({why}), and nothing is left to compact: what must stay (system messages, the "
+            f"goal, pinned messages and the newest turn) takes {head_tokens:,} tokens"
         )
 
-    def __reduce__(self) -> tuple[type[RequestTooLargeError], tuple[int, int, int, int]]:
-        return (type(self), (self.tokens, self.limit, self.head_tokens, self.window))
+    def __reduce__(
+        self,
+    ) -> tuple[type[RequestTooLargeError], tuple[int, int, int, int, str | None]]:
+        return (
+            type(self),
+            (self.tokens, self.limit, self.head_tokens, self.window, self.bound),
+        )
 
 
 def _rebuild(

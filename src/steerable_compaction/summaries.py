@@ -2,8 +2,10 @@
 
 `SummaryWriter.attempt` asks the summarizer (with a timeout) and refuses what cannot stand in
 for the span: an error, an empty or degenerate text, a summary that does not shrink the span.
-Then, where the plan allows, the deterministic excerpt takes its place; a merge of the summary
-chain has no fallback (an excerpt of summaries keeps less than they do). `retention` is the
+Then, where the plan allows, the deterministic excerpt takes its place. A merge of the summary
+chain whose summarizer answer is refused or fails is not written (an excerpt of summaries keeps
+less than they do: the chain stays as it is); one that cannot ask the summarizer at all (off,
+its breaker open, or no request that fits) is merged as an excerpt. `retention` is the
 retention check the engine runs on whatever summary it writes; it reads the span as it was
 appended (`as_appended`), so a fold or an image offload that came before the summary hides
 nothing from it.

@@ -8,7 +8,8 @@ the provider received, in order) and checks what must hold in any run, live or s
 | `bracket_shrinks`| every closed bracket has `post_tokens < pre_tokens`                      |
 | `fold_shrinks`   | every fold-only boundary has `post_tokens < pre_tokens`                  |
 | `hysteresis`     | a pressure compaction starts at or above the threshold and at least the  |
-|                  | margin above the previous compaction's post level (R31)                  |
+|                  | margin above the previous compaction's post level (R31), unless it       |
+|                  | starts over the window's limit (the fit guard: R32, R33)                  |
 | `prefix_replay`  | a summarizer request is the previous request's first messages, byte for  |
 |                  | byte, plus exactly one instruction message, with the same tools (R24)    |
 | `tool_pairs`     | no request carries an orphan tool result or an unanswered call (R22b)    |
@@ -19,8 +20,11 @@ post level, as in the engine. A fold-only boundary written right after a bracket
 abandon), at the same pressure (the engine folds when no summary could be written), is the same
 compaction: it is not gated again; nor is a bracket or a fold started right after a boundary at
 exactly that boundary's post level (the engine merging its summary chain right after a summary,
-or compacting further in the same step because the request would not fit the window). The
-report lists every violation; `strict=True` (or
+or compacting further in the same step because the request would not fit the window). Such a
+further compaction replays the projection the one before it left, which no request carried: a
+summarizer request right after another summarizer request is counted apart
+(`same_step_summaries`) when it is no prefix replay, not as a violation. The report lists
+every violation; `strict=True` (or
 `report.raise_if_violated()`) raises `TraceAssertionError` instead.
 """
 
@@ -90,6 +94,7 @@ class TraceReport:
     pressure_compactions: int = 0
     requests: int = 0
     summary_requests: int = 0
+    same_step_summaries: int = 0  # right after a summary, replaying what no request carried
     margin_tokens: int | None = None  # the hysteresis margin used (`None`: no policy given)
 
     @property
@@ -143,6 +148,8 @@ def _check_record(
                     f"{policy.threshold_tokens}",
                 )
             )
+        elif policy is not None and pre > policy.limit_tokens:
+            return  # the request would not fit: the limit wins over the hysteresis
         elif last_post is not None and pre < last_post + (margin or 1):
             need = f"{last_post} + {margin} margin" if margin is not None else f"> {last_post}"
             found.append(
@@ -249,6 +256,23 @@ def _check_replay(
     return None
 
 
+def _same_head(request: CompletionRequest, previous: CompletionRequest | None) -> bool:
+    """Whether `request` replays the session's head (first message, tools) with one instruction.
+
+    What a further compaction in the same step sends: the head the previous turn request
+    carried, the projection the compaction before it left, the instruction. A cold request
+    (one flattened transcript) or a foreign prefix is no such replay.
+    """
+    if previous is None or len(request.messages) < 2 or not previous.messages:
+        return False
+    first, head = request.messages[0], previous.messages[0]
+    return (
+        (first is head or first == head)
+        and request.tools == previous.tools
+        and _only_text(request.messages[-1])
+    )
+
+
 def check_trace(
     record: Record | Iterable[Entry],
     requests: Sequence[CompletionRequest] | None = None,
@@ -265,8 +289,9 @@ def check_trace(
     `TraceAssertionError`.
     """
     violations, brackets, folds, pressure = _check_record(_entries(record), policy)
-    summaries = 0
+    summaries = same_step = 0
     previous: CompletionRequest | None = None
+    last_was_summary = False
     for index, request in enumerate(requests or ()):
         issues = pair_issues(request.messages)
         if issues:
@@ -278,13 +303,17 @@ def check_trace(
                     f"{[c for _, c in issues.unanswered_calls]}",
                 )
             )
-        if is_summary(request):
+        summary = is_summary(request)
+        if summary:
             summaries += 1
             problem = _check_replay(index, request, previous)
-            if problem is not None:
+            if problem is not None and last_was_summary and _same_head(request, previous):
+                same_step += 1  # a further compaction of the same step (see the module doc)
+            elif problem is not None:
                 violations.append(problem)
         else:
             previous = request
+        last_was_summary = summary
     report = TraceReport(
         violations=tuple(violations),
         closed_brackets=brackets,
@@ -292,6 +321,7 @@ def check_trace(
         pressure_compactions=pressure,
         requests=len(requests or ()),
         summary_requests=summaries,
+        same_step_summaries=same_step,
         margin_tokens=policy.recompact_margin_tokens if policy is not None else None,
     )
     if strict:

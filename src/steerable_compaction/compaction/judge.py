@@ -52,7 +52,18 @@ _LOOP_VOCABULARY = 5  # a word loop repeats a handful of words; a list repeats o
 _REASONING = re.compile(
     r"<(think|thinking|reasoning|reflection)>.*?(?:</\1>|\Z)", re.DOTALL | re.IGNORECASE
 )
-_LEADING_CLOSE = re.compile(r"\A.*?</(?:think|thinking|reasoning)>", re.DOTALL | re.IGNORECASE)
+# A closing tag that ends reasoning ends its line: "...the port.</think>\n## Summary", not a
+# summary that mentions the tag ("strips </think> tags").
+_CLOSE_AT_LINE_END = r"</(?:think|thinking|reasoning)>[ \t]*(?:\n|\Z)"
+_LEADING_CLOSE = re.compile(r"\A.*?" + _CLOSE_AT_LINE_END, re.DOTALL | re.IGNORECASE)
+_TOOL_CALL = re.compile(
+    r"^\s*(?:<\|?(?:im_start|start_of_turn|assistant)\|?>"
+    r"|<(?:tool_call|function_call|tool_use|invoke)\b"
+    r"|\[(?:tool|function)[ _](?:call|result)\b"
+    r"|\{\s*\"(?:name|tool|function|tool_calls)\"\s*:)",
+    re.IGNORECASE,
+)
+_FEW_VALUES = 2  # a refusal or a transcript turn names fewer; a summary that opens alike, more
 _ROLE_LABEL = re.compile(
     r"^\s*(?:(?:user|assistant|human|ai|system|tool|model|bot)\s*:"
     r"|\[(?:user|assistant|system|tool)(?:\s[^\]]*)?\]"
@@ -111,7 +122,7 @@ def _refused(reason: str) -> Verdict:
 def _without_reasoning(text: str) -> tuple[str, bool]:
     """`text` without reasoning blocks (an unclosed one runs to the end); whether any was cut."""
     cut = _REASONING.sub("", text)
-    if cut == text and re.search(r"</(?:think|thinking|reasoning)>", text, re.IGNORECASE):
+    if cut == text and re.search(_CLOSE_AT_LINE_END, text, re.IGNORECASE):
         cut = _LEADING_CLOSE.sub("", text, count=1)  # a template that dropped the opening tag
     return cut.strip(), cut != text
 
@@ -227,11 +238,15 @@ def judge_summary(text: str, *, instruction: str = "") -> Verdict:
     if instruction and (flaw := _echo(body, instruction)) is not None:
         return _refused(flaw)
     first = next(line for line in body.splitlines() if line.strip())
-    if _ROLE_LABEL.match(first):
+    # A summary may open like a turn ("User: Ana wants ...") or a refusal ("Unfortunately, I
+    # could not fix test_x in tests/a.py"); one that names a few values is read as a summary,
+    # and the content check judges what it keeps. A tool call is never a summary.
+    few = len(_values_of(body)) < _FEW_VALUES
+    if _TOOL_CALL.match(first) or (few and _ROLE_LABEL.match(first)):
         return _refused(
             f"it continues the transcript instead of summarizing it (it opens {first[:40]!r})"
         )
-    if len(body) <= _REFUSAL_MAX_CHARS and _REFUSAL.match(body):
+    if few and len(body) <= _REFUSAL_MAX_CHARS and _REFUSAL.match(body):
         return _refused(f"it is a refusal ({first[:60]!r})")
     under = [_KEY.sub(" ", line) for line in body.splitlines() if not _HEADING_LINE.match(line)]
     if not any(_WORD.search(line) for line in under):
