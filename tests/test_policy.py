@@ -121,6 +121,26 @@ BAD_VALUES: list[tuple[str, object, str]] = [
         for bad in (-0.01, -0.5, 1.01, float("nan"), True, "0.25", None)
     ],
     *[
+        ("cold_threshold_ratio", bad, "a float in (0, 1]")
+        for bad in (0, 0.0, -0.1, 1.01, float("nan"), True, "0.5", None)
+    ],
+    *[
+        ("cache_read_price_ratio", bad, "a float in [0, 1]")
+        for bad in (-0.01, 1.5, float("nan"), True, "0.1", None)
+    ],
+    *[
+        ("cache_write_price_ratio", bad, "a float in [1, 10]")
+        for bad in (0.5, 11, float("inf"), float("nan"), True, "1.25", None)
+    ],
+    *[
+        ("output_price_ratio", bad, "a float in (0, 100]")
+        for bad in (0, -1, 101, float("nan"), True, "5", None)
+    ],
+    *[
+        ("cache_ttl_seconds", bad, "a number of seconds in (0, 604800] or None (unknown)")
+        for bad in (0, -1, 604_801, float("inf"), float("nan"), True, "300")
+    ],
+    *[
         (key, bad, "a bool")
         for key in ("image_offload", "summarizer_enabled", "fold_first")
         for bad in (1, 0, "yes", None)
@@ -512,3 +532,24 @@ def test_config_error_pickles() -> None:
     assert type(copy) is ConfigError
     assert (copy.key, copy.value, copy.allowed) == ("threshold_ratio", 1.5, "a float in (0, 1]")
     assert str(copy) == str(caught.value)
+
+
+def test_the_cache_terms_follow_the_provider_and_yield_to_overrides() -> None:
+    """Issue 28: the policy knows each provider's cache lifetime and prices, overridable.
+
+    Anthropic: 5 minutes, reads 0.1x, writes 1.25x, output 5x; OpenAI: no write premium;
+    DeepSeek and unknown models publish no lifetime (`None`: only a host's report counts).
+    """
+    claude = resolve_compaction_policy("claude-sonnet-4-5")
+    assert claude.cache_ttl_seconds == 300.0
+    assert (claude.cache_read_price_ratio, claude.cache_write_price_ratio) == (0.1, 1.25)
+    assert claude.output_price_ratio == 5.0
+    gpt = resolve_compaction_policy("openai/gpt-4o")
+    assert (gpt.cache_read_price_ratio, gpt.cache_write_price_ratio) == (0.5, 1.0)
+    assert resolve_compaction_policy("gpt-5").cache_read_price_ratio == 0.1
+    assert resolve_compaction_policy("deepseek-chat").cache_ttl_seconds is None
+    assert resolve_compaction_policy(None, 32_000).cache_ttl_seconds is None
+    hour = resolve_compaction_policy("claude-opus-4", cache_ttl_seconds=3600)
+    assert hour.cache_ttl_seconds == 3600.0 and type(hour.cache_ttl_seconds) is float
+    off = resolve_compaction_policy("claude-opus-4", cold_threshold_ratio=1)
+    assert off.cold_threshold_tokens == off.threshold_tokens

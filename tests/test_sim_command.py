@@ -68,6 +68,8 @@ def test_eval_command_writes_a_table_results_json_and_a_png(
         (["--arms", "light"], "unknown arm(s) light"),
         (["--scale", "9"], "--scale must be in (0, 4]"),
         (["--summary-ratio", "0"], "--summary-ratio must be >= 1"),
+        (["--idle-gaps", "-5"], "--idle-gaps must be seconds in [0, 86400]"),
+        (["--idle-gaps", "nan"], "--idle-gaps must be seconds in [0, 86400]"),
         (["--summarizer", "poet"], "unknown summarizer(s) poet"),
     ],
 )

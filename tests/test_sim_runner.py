@@ -31,7 +31,7 @@ from steerable_compaction.sim.chart import write_chart
 from steerable_compaction.sim.command import format_table
 from steerable_compaction.sim.peers import CODEX_PROMPT
 from steerable_compaction.sim.runner import ArmSpec, is_summary_call
-from steerable_compaction.sim.tasks import Needle, Step, Task, Turn
+from steerable_compaction.sim.tasks import IDLE_GAPS, Needle, Step, Task, Turn, with_idle_gaps
 
 from .sim_helpers import mean_recall, run
 
@@ -354,3 +354,34 @@ def test_a_session_that_spills_gives_the_same_figures_every_run(
     with runner.scratch_directory() as scratch:
         assert scratch == str(tmp_path / "steerable-sim-1")
         assert stat.S_IMODE(os.stat(scratch).st_mode) == 0o700
+
+
+def test_idle_gaps_move_the_clock_before_turns_and_the_cold_rule_compacts() -> None:
+    """`with_idle_gaps`: the user away 3, 10, 60 minutes; the provider's cache expires.
+
+    The current arm knows the simulated provider's 5-minute lifetime and compacts on a cold
+    cache where it pays; the same arm with the rule off (ratio 1) never does.
+    """
+    task = with_idle_gaps(build_task("findings", 0, scale=0.5))
+    assert task.turns[0].idle_seconds == 0
+    assert [t.idle_seconds for t in task.turns[1:4]] == list(IDLE_GAPS)
+    assert task.needles == build_task("findings", 0, scale=0.5).needles
+    on = asyncio.run(run_session(task, "current"))
+    assert on.cold_compactions > 0 and on.death is None
+    off = asyncio.run(
+        run_session(task, "current", harness={"compaction": {"cold_threshold_ratio": 1}})
+    )
+    assert off.cold_compactions == 0
+    plain = run("findings", "current", 0.5)
+    assert plain.cold_compactions == 0  # without gaps the cache never expires
+    with pytest.raises(ValueError, match="non-negative"):
+        with_idle_gaps(task, (-1.0,))
+    assert with_idle_gaps(task, ()) is task
+
+
+def test_idle_gaps_are_recorded_in_results_json() -> None:
+    results = run_eval(["light"], ["none"], scale=0.3, idle_gaps=(700.0,))
+    document = results.to_json()
+    assert document["idle_gaps"] == [700.0]
+    assert "user away" in document["tasks"]["light"]["description"]
+    assert "cold_compactions" in document["runs"][0]

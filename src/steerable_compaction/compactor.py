@@ -94,7 +94,10 @@ class Compactor:
     summary text. Without one, or when `env` (default `os.environ`) switches it off (R6), the
     deterministic excerpt summary is used. The replay carries images as your requests did (the
     turn model saw them, and a pointer would break the cached prefix, R28); pass
-    `replay_images=False` when the summarizer is a different, text-only model.
+    `replay_images=False` when the summarizer is a different, text-only model. `clock` is the
+    engine's clock for the cold-cache rule (default `time.monotonic`): with a known cache
+    lifetime, a request after a longer pause may compact first (`compaction.cold`);
+    `report_cache_cold()` says the cache is cold whatever the clock says.
     """
 
     def __init__(
@@ -108,6 +111,7 @@ class Compactor:
         replay_images: bool = True,
         summarizer_timeout: float | None = 300.0,
         env: Mapping[str, str] | None = None,
+        clock: Callable[[], float] | None = None,
     ) -> None:
         if summarizer_switched_off(os.environ if env is None else env):
             policy = policy.replace(summarizer_enabled=False)
@@ -120,6 +124,7 @@ class Compactor:
             model=model,
             replay_images=replay_images,
             summarizer_timeout=summarizer_timeout,
+            clock=clock,
         )
         self._paired = PairedProjection(self.record)  # the repaired projection, kept in O(new)
         self._handed: tuple[int, Message | None] | None = None  # length, last of the last request
@@ -208,6 +213,14 @@ class Compactor:
         `focus` names what the summary must keep in full (`CompactionHooks.request_compact`).
         """
         self.hooks.request_compact(focus)
+
+    def report_cache_cold(self) -> None:
+        """The provider's prompt cache is cold: the next `prepare` may compact first.
+
+        Above the cold threshold it compacts when that costs less than waiting for pressure
+        (`CompactionHooks.report_cache_cold`).
+        """
+        self.hooks.report_cache_cold()
 
     def pressure(self) -> int:
         """The current pressure estimate in tokens."""

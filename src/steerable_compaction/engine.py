@@ -12,7 +12,8 @@ manual, overflow), the breakers' state and the fit guard.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Literal, assert_never
 
@@ -20,10 +21,12 @@ from .brackets import BracketRunner
 from .compaction import (
     FoldRewrite,
     NothingToDo,
+    Plan,
     SummaryNeeded,
     plan_compaction,
     plan_merge,
 )
+from .compaction.cold import ColdVerdict, cache_expired, price_cold_compaction
 from .compaction.prune import fold_largest
 from .compaction.regions import newest_turn, pinned_indices
 from .compaction.state import (
@@ -34,11 +37,13 @@ from .compaction.state import (
     Gate,
     after_forced,
     after_pressure_compaction,
+    after_send,
     after_summary_attempt,
     at_step,
     compaction_thrashing_reminder,
     gate_round,
     micro_due,
+    report_cold,
     request_manual,
     take_overflow_retry,
 )
@@ -107,7 +112,8 @@ class CompactionHooks:
     `replay_images` (default) says the summarizer is the turn model itself, which saw the
     images already, so the replay carries them byte for byte (R28); `False` for a text-only
     summarizer, which gets text pointers instead. `state` starts the engine from a given
-    `EngineState` (default: a fresh one).
+    `EngineState` (default: a fresh one). `clock` gives the seconds the cold-cache rule measures
+    idle time in (default `time.monotonic`; a test or a simulator passes its own).
 
     Construction does no I/O. `recover()` closes brackets an interrupted run left open (R38); the
     shells call it when they open a record, and the first hook call runs it if nobody did.
@@ -124,8 +130,10 @@ class CompactionHooks:
         replay_images: bool = True,
         summarizer_timeout: float | None = 300.0,
         state: EngineState | None = None,
+        clock: Callable[[], float] | None = None,
     ) -> None:
         self.record = record
+        self._clock = clock if clock is not None else time.monotonic
         self.policy = policy
         self.meter = meter if meter is not None else TokenMeter(model)
         self._replay_images = replay_images
@@ -179,6 +187,14 @@ class CompactionHooks:
         """
         self._state = request_manual(self._state, check_focus(focus))
 
+    def report_cache_cold(self) -> None:
+        """Tell the engine the provider's prompt cache is cold (evicted, another region, ...).
+
+        The next step then treats the prefix as unpaid whatever the clock says: above the cold
+        threshold, it compacts when that costs less than waiting (`compaction.cold`).
+        """
+        self._state = report_cold(self._state)
+
     def observe(self, prompt_tokens: int, message_count: int) -> None:
         """Anchor the meter: the request of the first `message_count` messages cost this (R7)."""
         self.meter.observe(prompt_tokens, message_count)
@@ -199,11 +215,16 @@ class CompactionHooks:
         if self._reminder_missing():
             return None  # `pre_step` appends it again (an overflow compaction may have taken it)
         self.recover()  # nothing is open: this only marks recovery done
-        after, gate = gate_round(state, self.policy, self.pressure())
-        if gate in ("compact", "limit"):
+        pressure = self.pressure()
+        after, gate = gate_round(state, self.policy, pressure)
+        if gate in ("compact", "limit") or self._cold_due(after, pressure):
             return None
-        self._state = after
+        self._state = self._sent(after, pressure)
         return PreStepAction(gate=gate)
+
+    def _sent(self, state: EngineState, start: int) -> EngineState:
+        """`state` once this step's request leaves (`start`: the pressure the step began at)."""
+        return after_send(state, at=self._clock(), start_tokens=start, sent_tokens=self.pressure())
 
     async def pre_step(self, ctx: StepContext, /) -> PreStepAction:
         """Compact when a path calls for it, then make sure the request fits the window."""
@@ -213,6 +234,7 @@ class CompactionHooks:
         self.recover()
         self._state = at_step(self._state, round_=ctx.round, turn=ctx.turn)
         self._observe_new()
+        start = self.pressure()
         done: list[CompactionOutcome] = []
         gate = None
         if self._state.manual_requested or ctx.compact_requested:
@@ -237,6 +259,10 @@ class CompactionHooks:
             if not folded:
                 gate, pressured = await self._pressure_path()
                 done.extend(pressured)
+                if gate == "below_threshold":
+                    cold = await self._cold_path()
+                    if cold is not None:
+                        done.append(cold)
         self._keep_reminder()  # before the fit: the reminder is part of the request
         fitted = await self._fit("pressure")
         if any(o.written for o in fitted):
@@ -248,6 +274,7 @@ class CompactionHooks:
             )
         done.extend(fitted)
         self._keep_reminder(fits=True)  # the fit may have summarized it away
+        self._state = self._sent(self._state, start)
         return PreStepAction(compactions=tuple(done), gate=gate)
 
     async def _pressure_path(self) -> tuple[Gate, list[CompactionOutcome]]:
@@ -280,6 +307,85 @@ class CompactionHooks:
         if was_open is None and self._state.circuit == "rapid_refill":
             self.record.append(self._reminder())
         return gate, [outcome, *fitted]
+
+    def _cold_due(self, state: EngineState, pressure: int) -> bool:
+        """Whether the cache is cold and the pressure high enough to price a compaction now.
+
+        Not while a circuit is open (compaction is not keeping up), nor within the hysteresis
+        margin of the last compaction (another would free too little), nor at or above the
+        threshold (the pressure path's).
+        """
+        policy = self.policy
+        if not policy.cold_threshold_tokens <= pressure < policy.threshold_tokens:
+            return False
+        if state.circuit_open or self.record.readonly:
+            return False
+        last = state.last_post_tokens
+        if last is not None and pressure < last + policy.recompact_margin_tokens:
+            return False
+        return cache_expired(
+            state.last_request_at,
+            self._clock(),
+            policy.cache_ttl_seconds,
+            reported=state.cache_reported_cold,
+        )
+
+    async def _cold_path(self) -> CompactionOutcome | None:
+        """With the cache cold, compact now when that costs less than waiting (see `cold`)."""
+        pressure = self.pressure()
+        if not self._cold_due(self._state, pressure):
+            return None
+        verdict = self._price_cold(pressure)
+        if verdict is None or not verdict.compact:
+            if verdict is not None:
+                logger.info(
+                    "cache cold at %d tokens: compacting now would cost %.0f more than waiting "
+                    "over %d rounds; waiting",
+                    pressure,
+                    -verdict.saving,
+                    verdict.rounds,
+                )
+            return None
+        logger.info(
+            "cache cold at %d tokens: compacting now saves about %.0f input-token prices over "
+            "%d rounds",
+            pressure,
+            verdict.saving,
+            verdict.rounds,
+        )
+        outcome = await self._compact("cold_cache", "normal", pressure)
+        if outcome.written:  # the hysteresis baseline; the breakers count pressure only
+            self._state = after_forced(self._state, post_tokens=outcome.post_tokens, manual=False)
+        return outcome
+
+    def _price_cold(self, pressure: int) -> ColdVerdict | None:
+        """The price of compacting now against waiting; `None` when nothing is compactable."""
+        plan = self._plan("normal", pressure)
+        match plan:
+            case NothingToDo():
+                return None
+            case FoldRewrite():
+                post, summary = plan.post_tokens, 0
+            case SummaryNeeded():
+                # A summary is written at about a quarter of its span or less, within the
+                # output room; the retention block comes on top (at most a third of the span,
+                # half of what the summary frees, `retention_tokens`). Both err long, against
+                # compacting.
+                span = max(plan.middle_tokens - plan.kept_tokens, 0)
+                summary = min(span // 4, self.policy.effective_reserved_output_tokens)
+                block = min(self.policy.retention_tokens, span // 3, (span - summary) // 2)
+                post = pressure - span + summary + block
+            case _:
+                assert_never(plan)
+        state = self._state
+        return price_cold_compaction(
+            self.policy,
+            pressure=pressure,
+            post_tokens=max(post, 0),
+            summary_tokens=summary,
+            growth_per_round=state.growth_per_round,
+            rounds_seen=state.steps,
+        )
 
     def _reminder(self) -> Reminder:
         # A healthy round may reset the count while the circuit stays open: the reminder
@@ -532,24 +638,9 @@ class CompactionHooks:
         squeeze: int = 0,
         focus: str | None = None,
     ) -> CompactionOutcome:
-        projection = self.record.projection
-        messages = list(projection.messages)
-        seqs = list(projection.seqs)
+        messages = list(self.record.projection.messages)
         pre = self.meter.pressure(messages) if pressure is None else pressure
-        plan = plan_compaction(
-            messages,
-            self.policy,
-            pressure=pre,
-            estimate=self.meter.estimate,
-            mode=mode,
-            seqs=seqs,
-            rounds=self._cursors.rounds(seqs),
-            replay_images=self._replay_images,
-            summarizer=self._summarizer_on(),
-            goal=self._goal_index(messages),
-            squeeze=squeeze,
-            focus=focus,
-        )
+        plan = self._plan(mode, pre, squeeze=squeeze, focus=focus)
         match plan:
             case NothingToDo():
                 outcome = CompactionOutcome(
@@ -582,6 +673,32 @@ class CompactionHooks:
                 outcome.reason,
             )
         return outcome
+
+    def _plan(
+        self,
+        mode: Literal["normal", "aggressive", "fold_only"],
+        pressure: int,
+        *,
+        squeeze: int = 0,
+        focus: str | None = None,
+    ) -> Plan:
+        projection = self.record.projection
+        messages = list(projection.messages)
+        seqs = list(projection.seqs)
+        return plan_compaction(
+            messages,
+            self.policy,
+            pressure=pressure,
+            estimate=self.meter.estimate,
+            mode=mode,
+            seqs=seqs,
+            rounds=self._cursors.rounds(seqs),
+            replay_images=self._replay_images,
+            summarizer=self._summarizer_on(),
+            goal=self._goal_index(messages),
+            squeeze=squeeze,
+            focus=focus,
+        )
 
     def _goal_index(self, messages: Sequence[Message]) -> int | None:
         return self._cursors.goal_index(messages)

@@ -12,7 +12,7 @@ older name `STEERABLE_SUMMARIZER` is still read when the new one is not set.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -235,13 +235,15 @@ def load_harness(
     replay_images: bool = True,
     env: Mapping[str, str] | None = None,
     spill_directory: str | os.PathLike[str] | None = None,
+    clock: Callable[[], float] | None = None,
 ) -> Harness:
     """Build a `CoreLoop` for `record` and `provider` from a harness file (see module doc).
 
     The summarizer is the turn provider itself (`replay_images=True`: it saw the images, so
     they replay verbatim and the cache stays warm, R28). `spill_directory` replaces the file's
     `spill.directory`; with a spill stage, the record's `spill_directory` is set to it, so the
-    history tools read the files of earlier runs too.
+    history tools read the files of earlier runs too. `clock` is the engine's clock for the
+    cold-cache rule (default `time.monotonic`).
     """
     config = _validate(_read(path), spill_directory)
     environ = os.environ if env is None else env
@@ -275,6 +277,7 @@ def load_harness(
                 ),
                 model=model,
                 replay_images=replay_images,
+                clock=clock,
             )
             chain.append(compaction)
         else:

@@ -67,6 +67,10 @@ by `steerable-compaction eval` over seeds 0-3 (in-context recall 0.76 at 0.04, 0
 4 % more prompt tokens); `docs/memory.md` has the table. The eval's windows are desktop-sized:
 the large tier's 0.1 (16,000 tokens at a 160,000 threshold) is a judgement, not a measurement.
 `recall_result_tokens` caps each `history_search` / `history_read` result (at least 256).
+The cold-cache rule (`compaction.cold`): `cache_ttl_seconds` is the provider's cache lifetime
+(`None`: not published), the three price ratios price a compaction against waiting, and
+`cold_threshold_ratio` (0.6 of the threshold; 1 turns the rule off) is the lowest pressure it
+compacts at. The catalogue's provider terms fill them; see `_CACHES`.
 """
 
 from __future__ import annotations
@@ -206,6 +210,11 @@ class CompactionPolicy:
     headroom_tokens: int | None = None
     summarizer_enabled: bool = True
     recall_result_tokens: int = 2000
+    cache_ttl_seconds: float | None = None
+    cold_threshold_ratio: float = 0.6
+    cache_read_price_ratio: float = 0.1
+    cache_write_price_ratio: float = 1.25
+    output_price_ratio: float = 5.0
 
     def __post_init__(self) -> None:
         for key in _INT_BOUNDS:
@@ -221,6 +230,16 @@ class CompactionPolicy:
         self._set_ratio("head_token_ratio", "a float in [0, 1]", lambda r: 0 <= r <= 1)
         self._set_ratio("summary_chain_ratio", "a float in [0, 1]", lambda r: 0 <= r <= 1)
         self._set_ratio("retention_token_ratio", "a float in [0, 1)", lambda r: 0 <= r < 1)
+        self._set_ratio("cold_threshold_ratio", "a float in (0, 1]", lambda r: 0 < r <= 1)
+        self._set_ratio("cache_read_price_ratio", "a float in [0, 1]", lambda r: 0 <= r <= 1)
+        self._set_ratio("cache_write_price_ratio", "a float in [1, 10]", lambda r: 1 <= r <= 10)
+        self._set_ratio("output_price_ratio", "a float in (0, 100]", lambda r: 0 < r <= 100)
+        if self.cache_ttl_seconds is not None:
+            self._set_ratio(
+                "cache_ttl_seconds",
+                "a number of seconds in (0, 604800] or None (unknown)",
+                lambda r: 0 < r <= 604_800,
+            )
         window = self.max_context_tokens
         if _scaled(window, self.threshold_ratio) < 1:
             raise ConfigError(
@@ -306,6 +325,11 @@ class CompactionPolicy:
         if self.summary_chain_ratio == 0:
             return 0
         return max(_scaled(self.threshold_tokens, self.summary_chain_ratio), 1)
+
+    @property
+    def cold_threshold_tokens(self) -> int:
+        """Pressure from which a cold cache may trigger a compaction (`cold_threshold_ratio`)."""
+        return max(_scaled(self.threshold_tokens, self.cold_threshold_ratio), 1)
 
     @property
     def retention_tokens(self) -> int:
@@ -396,6 +420,33 @@ _CATALOGUE: Final[tuple[tuple[str, _ModelInfo], ...]] = (
 )
 
 
+class _CacheInfo(NamedTuple):
+    """A provider's prompt cache: lifetime after the last use, and prices per uncached input."""
+
+    ttl_seconds: float | None  # None: not published (a host may still report a cold cache)
+    read: float
+    write: float
+    output: float
+
+
+# Public provider figures, matched like the catalogue (the longest match wins). Anthropic: a
+# cache entry lives 5 minutes, refreshed on each use (1 hour on request, with 2x writes); reads
+# cost 0.1x input, writes 1.25x, output 5x (Claude pricing and prompt-caching docs). OpenAI: an
+# in-memory cache is "typically" cleared after 5-10 minutes without use and always within an
+# hour (prompt-caching guide); 5 minutes is taken, the time after which it may be gone; no write
+# premium; cached input 0.5x (gpt-4o), 0.25x (gpt-4.1, o3, o4-mini), 0.1x (gpt-5), output 4x
+# (8x for gpt-5). DeepSeek's disk cache lasts hours to days, with no published lifetime: read
+# 0.1x, output 1.5x. A deployment with other terms overrides the knobs.
+_CACHES: Final[tuple[tuple[str, _CacheInfo], ...]] = (
+    (r"claude", _CacheInfo(300.0, 0.1, 1.25, 5.0)),
+    (r"gpt-4o", _CacheInfo(300.0, 0.5, 1.0, 4.0)),
+    (r"gpt-4\.1", _CacheInfo(300.0, 0.25, 1.0, 4.0)),
+    (r"gpt-5", _CacheInfo(300.0, 0.1, 1.0, 8.0)),
+    (r"o[34](?:-mini)?(?!\d)", _CacheInfo(300.0, 0.25, 1.0, 4.0)),
+    (r"deepseek", _CacheInfo(None, 0.1, 1.0, 1.5)),
+)
+
+
 class _FamilyRule(NamedTuple):
     why: str
     output_need: int | None = None  # replaces the catalogue's max output; the window caps apply
@@ -460,6 +511,12 @@ def resolve_compaction_policy(
         knobs.update(rule.knobs)
         if rule.output_need is not None:
             output_need = rule.output_need
+    cache = _longest_match(model, _CACHES)
+    if cache is not None:
+        knobs["cache_ttl_seconds"] = cache.ttl_seconds
+        knobs["cache_read_price_ratio"] = cache.read
+        knobs["cache_write_price_ratio"] = cache.write
+        knobs["output_price_ratio"] = cache.output
     max_input = None if info is None else info.max_input_tokens
     knobs["reserved_output_tokens"] = _derived_reserve(window, output_need, max_input)
     knobs["headroom_tokens"] = _derived_headroom(window)

@@ -63,6 +63,7 @@ __all__ = [
     "Gate",
     "after_forced",
     "after_pressure_compaction",
+    "after_send",
     "after_summary_attempt",
     "at_step",
     "close_after_rounds",
@@ -71,6 +72,7 @@ __all__ = [
     "healthy",
     "micro_due",
     "pressure_gate",
+    "report_cold",
     "request_manual",
     "take_overflow_retry",
 ]
@@ -124,7 +126,11 @@ class EngineState:
     `summarizer_failed` says the last summarizer call failed (see the module docstring);
     `healthy_rounds` counts rounds in a row below the threshold;
     `probable_tried` is the (turn, round) whose unrecognized error was last tried as a probable
-    overflow (once per request).
+    overflow (once per request). For the cold-cache rule (`compaction.cold`): `last_request_at`
+    is when the last request left (the engine's clock; `None`: none in this process),
+    `cache_reported_cold` that the host said the cache is cold, `steps` the requests sent,
+    `grown_tokens` what they added in all (pressure at a step's start over the last one sent),
+    `last_sent_tokens` the pressure of the last request sent.
     """
 
     round: int = 0
@@ -141,11 +147,22 @@ class EngineState:
     manual_focus: str | None = None
     summarizer_failed: bool = False
     probable_tried: tuple[int, int] | None = None
+    last_request_at: float | None = None
+    cache_reported_cold: bool = False
+    steps: int = 0
+    grown_tokens: int = 0
+    last_sent_tokens: int | None = None
 
     @property
     def circuit_open(self) -> bool:
         """Whether the pressure path is switched off."""
         return self.circuit is not None
+
+    @property
+    def growth_per_round(self) -> float:
+        """What a round added to the pressure on average (0 before the second request)."""
+        counted = self.steps - 1  # the first request has no previous one to grow from
+        return self.grown_tokens / counted if counted > 0 else 0.0
 
 
 def close_after_rounds(settings: BreakerSettings) -> int:
@@ -158,6 +175,32 @@ def at_step(state: EngineState, *, round_: int, turn: int) -> EngineState:
     if turn != state.turn:
         state = replace(state, turn=turn, overflow_retries=0)
     return replace(state, round=round_)
+
+
+def after_send(
+    state: EngineState, *, at: float, start_tokens: int, sent_tokens: int
+) -> EngineState:
+    """A request leaves now: the cache is warm again, and the round's growth is counted.
+
+    `start_tokens` is the pressure when the step began (before any compaction), `sent_tokens`
+    what the request carries.
+    """
+    grown = state.grown_tokens
+    if state.last_sent_tokens is not None:
+        grown += max(start_tokens - state.last_sent_tokens, 0)
+    return replace(
+        state,
+        last_request_at=at,
+        cache_reported_cold=False,
+        steps=state.steps + 1,
+        grown_tokens=grown,
+        last_sent_tokens=sent_tokens,
+    )
+
+
+def report_cold(state: EngineState) -> EngineState:
+    """The host says the provider's cache is cold (evicted, another region, a restart)."""
+    return replace(state, cache_reported_cold=True)
 
 
 def request_manual(state: EngineState, focus: str | None = None) -> EngineState:

@@ -46,8 +46,11 @@ CompactionAction: TypeAlias = Literal["compact", "summarize", "excerpt", "micro_
 """What a rewrite did: `compact` folds (no LLM), `summarize` splices an LLM summary, `excerpt`
 splices the deterministic excerpt summary, `micro_compact` is the periodic fold."""
 
-CompactionTrigger: TypeAlias = Literal["pressure", "overflow", "manual", "micro", "recovery"]
-"""Which path started a compaction."""
+CompactionTrigger: TypeAlias = Literal[
+    "pressure", "overflow", "manual", "micro", "recovery", "cold_cache"
+]
+"""Which path started a compaction (`cold_cache`: the prompt cache had expired, see
+`compaction.cold`)."""
 
 EventKind: TypeAlias = Literal[
     "message",

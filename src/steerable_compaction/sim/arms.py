@@ -17,7 +17,7 @@ import copy
 import itertools
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +75,10 @@ class ArmContext:
     summary_max_tokens: int  # every arm's summary call gets the engine's output room
     model: str | None = None  # the model whose token calibration the meters use
     harness: Mapping[str, Any] | None = None  # `current`'s harness (`read_harness`); None: default
+    clock: Callable[[], float] | None = None  # the simulated clock (the engine's cold-cache rule)
+    # The simulated provider's cache lifetime and prices, as policy knobs: what a host knows of
+    # its provider. `current` takes them where its harness does not set them.
+    cache_terms: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -358,6 +362,9 @@ def build_current(ctx: ArmContext) -> BuiltArm:
     else:
         config = copy.deepcopy(dict(ctx.harness))
     config.setdefault("spill", {})["directory"] = os.fspath(ctx.spill_dir / "spill")
+    knobs = config.setdefault("compaction", {})
+    for key, value in ctx.cache_terms.items():
+        knobs.setdefault(key, value)
     path = ctx.spill_dir / "harness.yaml"
     path.write_text(yaml.safe_dump(config), encoding="utf-8")
     harness = load_harness(
@@ -368,6 +375,7 @@ def build_current(ctx: ArmContext) -> BuiltArm:
         max_context_tokens=ctx.policy.max_context_tokens,
         tools=ctx.tools,
         env={},
+        clock=ctx.clock,
     )
     if harness.spill is not None:  # names that do not vary from run to run (see SpillHooks)
         counter = itertools.count()

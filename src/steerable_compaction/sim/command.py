@@ -17,9 +17,10 @@ from typing import TextIO
 from ..errors import ConfigError
 from ..harness import read_harness
 from ..policy import resolve_compaction_policy
+from .metrics import PRIMARY, RULES
 from .personalities import PERSONALITIES
 from .runner import ARM_NAMES, ARMS, PEER_ARMS, EvalResults, RunResult, run_eval
-from .tasks import TASK_NAMES, build_task
+from .tasks import IDLE_GAPS, TASK_NAMES, build_task
 
 __all__ = ["add_eval_command", "format_table", "run_eval_command", "worst_by_arm"]
 
@@ -82,6 +83,23 @@ def add_eval_command(subparsers: argparse._SubParsersAction[argparse.ArgumentPar
         metavar="NAME",
         help="the simulated summarizer's personality: "
         f"{', '.join(PERSONALITIES)}, or all (default checkpoint)",
+    )
+    parser.add_argument(
+        "--provider",
+        choices=sorted(RULES),
+        default=PRIMARY,
+        help=f"the cache rules and prices the sessions run under (default {PRIMARY}); the "
+        "engine knows them as a host knows its provider, the others' costs are replayed",
+    )
+    parser.add_argument(
+        "--idle-gaps",
+        nargs="*",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="the user is away before every turn but the first, these gaps in turn (default "
+        f"with the flag alone: {' '.join(f'{g:g}' for g in IDLE_GAPS)}, that is 3, 10 and 60 "
+        "minutes); the provider's cache expires in the longer ones",
     )
     parser.add_argument(
         "--harness",
@@ -286,6 +304,11 @@ def run_eval_command(
         summarizers = _names(wanted, PERSONALITIES, "summarizer(s)")
         if not 0 < args.scale <= 4:
             raise ValueError(f"--scale must be in (0, 4], got {args.scale}")
+        gaps: tuple[float, ...] = ()
+        if args.idle_gaps is not None:
+            gaps = tuple(args.idle_gaps) or IDLE_GAPS
+            if any(not 0 <= gap <= 86_400 for gap in gaps):
+                raise ValueError(f"--idle-gaps must be seconds in [0, 86400], got {gaps}")
         if args.summary_ratio < 1:
             raise ValueError(f"--summary-ratio must be >= 1, got {args.summary_ratio}")
         _check_out(args.out)
@@ -313,6 +336,8 @@ def run_eval_command(
             progress=_bar(err),
             harness=args.harness,
             summarizers=summarizers,
+            idle_gaps=gaps,
+            provider=args.provider,
         )
     except ConfigError as exc:
         err.write(f"steerable-compaction eval: error: --harness {args.harness}: {exc}\n")

@@ -57,7 +57,7 @@ from .peers import CODEX_PROMPT, CodexArm, LangChainArm, OpenHandsArm
 from .personalities import check_personality
 from .provider import Exchange, SimClock, SimProvider
 from .summarizer import TRANSCRIPT_OPEN, ExtractiveSummarizer
-from .tasks import TASK_NAMES, Task, build_task
+from .tasks import TASK_NAMES, Task, build_task, with_idle_gaps
 
 __all__ = [
     "ARMS",
@@ -179,6 +179,7 @@ class RunResult:
     requests_over_estimate: int = 0
     failed_requests: int = 0
     focused_recall: float | None = None  # recall of the needles a steered compaction named
+    cold_compactions: int = 0  # compactions the cold-cache rule started (`--idle-gaps`)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -297,13 +298,17 @@ async def run_session(
     model: str | None = None,
     summarizer: ExtractiveSummarizer | None = None,
     harness: Mapping[str, Any] | None = None,
+    provider: str = PRIMARY,
 ) -> RunResult:
     """Play `task` with `arm` and measure it (see the module docstring).
 
     `model` names the model whose policy and token calibration every arm uses (the window is
     always the task's); `None` is the unknown-model default. `harness` (from `read_harness`)
-    replaces the packaged harness of the `current` arm; other arms ignore it.
+    replaces the packaged harness of the `current` arm; other arms ignore it. `provider` names
+    the cache rules and prices the session runs under (`RULES`); the others are replayed.
     """
+    if provider not in RULES:
+        raise ValueError(f"unknown provider {provider!r}; known: {', '.join(RULES)}")
     spec = ARMS[arm]
     clock = SimClock()
     agent = ScriptedAgent(task)
@@ -320,10 +325,10 @@ async def run_session(
         watch.see(request)
         return agent.respond(request)
 
-    provider = SimProvider(
+    sim = SimProvider(
         answer,
         window=task.window,
-        rules=RULES[PRIMARY](),
+        rules=RULES[provider](),
         clock=clock,
         token_scale=task.token_scale,
         on_request=over.see,
@@ -336,17 +341,20 @@ async def run_session(
     with scratch_directory() as scratch:
         ctx = ArmContext(
             record=record,
-            provider=provider,
+            provider=sim,
             policy=policy,
             tools=_tools(task, agent),
             spill_dir=Path(scratch),
             summary_max_tokens=min(4096, policy.effective_reserved_output_tokens),
             model=model,
             harness=harness,
+            clock=clock,
+            cache_terms=_cache_terms(provider),
         )
         built = spec.build(ctx)
         over.arm = built
         for turn in task.turns:
+            clock.advance(turn.idle_seconds)  # the user comes back: the cache may be gone
             agent.begin(turn)
             if turn.compact_focus is not None:
                 built.loop.request_compact(turn.compact_focus)
@@ -364,12 +372,12 @@ async def run_session(
             except CompactionError as exc:  # an engine failure ends the session: report it
                 death = f"engine error: {type(exc).__name__}: {str(exc)[:160]}"
                 break
-    result = await _measure(task, arm, agent, provider, record, built, death, watch.count)
+    result = await _measure(task, arm, agent, sim, record, built, death, watch.count, provider)
     result = replace(
         result,
         summarizer=summarize.personality,
         requests_over_estimate=over.count,
-        failed_requests=sum(1 for e in provider.exchanges if e.error is not None),
+        failed_requests=sum(1 for e in sim.exchanges if e.error is not None),
     )
     # Blame what hid each fact from the context: the history search comes after the answers.
     entries = record.entries
@@ -386,16 +394,27 @@ async def run_session(
     return replace(result, lost=lost, model=model)
 
 
+def _cache_terms(provider: str) -> dict[str, float]:
+    """What a host knows of the simulated provider's cache: its lifetime and its prices."""
+    rules, price = RULES[provider](), PRICES[provider]
+    return {
+        "cache_ttl_seconds": rules.ttl_seconds,
+        "cache_read_price_ratio": price.cache_read / price.input,
+        "cache_write_price_ratio": max(price.cache_write / price.input, 1.0),
+        "output_price_ratio": price.output / price.input,
+    }
+
+
 async def _billing(
-    exchanges: Sequence[Exchange], usages: Sequence[Usage], task: Task
+    exchanges: Sequence[Exchange], usages: Sequence[Usage], task: Task, provider: str
 ) -> tuple[dict[str, float], dict[str, float | None]]:
-    """Cost and cache-hit rate under every provider's cache rules (the primary's as billed)."""
+    """Cost and cache-hit rate under every provider's cache rules (`provider`'s as billed)."""
     costs: dict[str, float] = {}
     rates: dict[str, float | None] = {}
     for name, rules in RULES.items():
         billed = (
             usages
-            if name == PRIMARY
+            if name == provider
             else await replay_usage(exchanges, rules(), task.window, task.token_scale)
         )
         costs[name] = round(billed_cost(billed, PRICES[name]), 6)
@@ -447,10 +466,11 @@ async def _measure(
     built: BuiltArm,
     death: str | None,
     no_assistant: int,
+    billed_by: str,
 ) -> RunResult:
     exchanges = provider.exchanges
     usages = _Usages.of(exchanges)
-    costs, rates = await _billing(exchanges, usages.answered, task)
+    costs, rates = await _billing(exchanges, usages.answered, task, billed_by)
     correct = agent.recall()
     with_tools = agent.recall_with_tools()
     # The question turn's requests after its first are what recall cost: the last ones sent.
@@ -487,6 +507,11 @@ async def _measure(
         summary_cached_tokens=sum(u.cached_tokens for u in usages.summaries),
         summary_cache_hit_rate=cache_hit_rate(usages.summaries),
         compactions=sum(1 for e in record.entries if isinstance(e.event, CompactionBoundary)),
+        cold_compactions=sum(
+            1
+            for e in record.entries
+            if isinstance(e.event, CompactionBoundary) and e.event.trigger == "cold_cache"
+        ),
         no_assistant_requests=no_assistant,
         overflow_deaths=int(death == "overflow"),
         death=death,
@@ -509,6 +534,8 @@ class EvalResults:
     summary_ratio: int = 16
     harness: str | None = None  # the `current` arm's harness file; None: the packaged one
     summarizers: tuple[str, ...] = ("checkpoint",)
+    idle_gaps: tuple[float, ...] = ()  # seconds the user was away between turns, in turn
+    provider: str = PRIMARY  # the cache rules the sessions ran under
 
     def run(self, task: str, arm: str, summarizer: str | None = None) -> RunResult:
         """The run of `arm` on `task` (under `summarizer`; default: the first one run)."""
@@ -549,8 +576,9 @@ class EvalResults:
             "model": self.model,
             "summary_ratio": self.summary_ratio,
             "summarizers": list(self.summarizers),
+            "idle_gaps": list(self.idle_gaps),
             "harness": self.harness,
-            "primary_cache_rules": PRIMARY,
+            "primary_cache_rules": self.provider,
             "prices_per_million_tokens": {k: asdict(v) for k, v in PRICES.items()},
             "tasks": {
                 t.name: {
@@ -580,6 +608,8 @@ def run_eval(
     progress: Callable[[int, int, str, str], None] | None = None,
     harness: str | os.PathLike[str] | None = None,
     summarizers: Sequence[str] = ("checkpoint",),
+    idle_gaps: Sequence[float] = (),
+    provider: str = PRIMARY,
 ) -> EvalResults:
     """Run every arm on every task; `progress(done, total, task, arm)` after each run.
 
@@ -588,14 +618,19 @@ def run_eval(
     `harness` is a harness file for the `current` arm, to evaluate a configuration of your own
     against the same baselines (the other arms keep the default policy); it is checked, policy
     knobs included, for every task's window before any session runs (`ConfigError`).
+    `idle_gaps` (seconds) puts the user away before every turn but the first, the gaps taken in
+    turn (`with_idle_gaps`): the prompt cache expires in the longer ones. `provider` names the
+    cache rules the sessions run under (`RULES`; the others' costs are replayed).
     """
+    if provider not in RULES:
+        raise ValueError(f"unknown provider {provider!r}; known: {', '.join(RULES)}")
     unknown = [a for a in arms if a not in ARMS]
     if unknown:
         raise ValueError(f"unknown arm(s) {unknown}; known: {', '.join(ARM_NAMES)}")
     personalities = tuple(dict.fromkeys(check_personality(p) for p in summarizers))
     if not personalities:
         raise ValueError("no summarizer personality to run")
-    built = tuple(build_task(name, seed, scale=scale) for name in tasks)
+    built = tuple(with_idle_gaps(build_task(name, seed, scale=scale), idle_gaps) for name in tasks)
     config = None if harness is None else read_harness(harness)
     if config is not None:
         for task in built:
@@ -610,7 +645,12 @@ def run_eval(
                 for arm in arms:
                     out.append(
                         await run_session(
-                            task, arm, model=model, summarizer=summarizer, harness=config
+                            task,
+                            arm,
+                            model=model,
+                            summarizer=summarizer,
+                            harness=config,
+                            provider=provider,
                         )
                     )
                     if progress is not None:
@@ -627,4 +667,6 @@ def run_eval(
         summary_ratio=summary_ratio,
         harness=None if harness is None else os.fspath(harness),
         summarizers=personalities,
+        idle_gaps=tuple(idle_gaps),
+        provider=provider,
     )

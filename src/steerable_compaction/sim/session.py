@@ -72,7 +72,9 @@ class Turn:
     With `observations` the agent types each step as a command in plain assistant text (no tool
     call) and the harness sends the step's output back as the next user message (SWE-agent).
     With `compact_focus` the host asks for a manual compaction steered to it before the turn
-    (like `/compact <instructions>`); arms without manual compaction ignore it.
+    (like `/compact <instructions>`); arms without manual compaction ignore it. `idle_seconds`
+    is how long the user was away before the turn (the simulated clock moves first; a provider
+    cache older than its lifetime is gone).
     """
 
     user: Message
@@ -81,6 +83,7 @@ class Turn:
     questions: tuple[Needle, ...] = ()
     observations: bool = False
     compact_focus: str | None = None  # the host asks a compaction steered to this first
+    idle_seconds: float = 0.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

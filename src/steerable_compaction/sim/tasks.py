@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from ..messages import Message, TextPart, ToolCall
@@ -25,6 +25,7 @@ from .builder import SessionBuilder, question_turn, statement
 from .session import Carrier, Language, Needle, Position, Step, Task, Turn, find_answer
 
 __all__ = [
+    "IDLE_GAPS",
     "TASK_NAMES",
     "Needle",
     "Step",
@@ -32,6 +33,7 @@ __all__ = [
     "Turn",
     "build_task",
     "find_answer",
+    "with_idle_gaps",
 ]
 
 
@@ -516,3 +518,29 @@ def build_task(name: str, seed: int = 0, *, scale: float = 1.0) -> Task:
     if not 0 < scale <= 4:
         raise ValueError(f"scale must be in (0, 4], got {scale!r}")
     return builder(seed, scale)
+
+
+IDLE_GAPS: tuple[float, ...] = (180.0, 600.0, 3600.0)
+"""A user returning after 3, 10 and 60 minutes (`eval --idle-gaps`): one gap inside a 5-minute
+cache lifetime, two beyond it."""
+
+
+def with_idle_gaps(task: Task, gaps: Sequence[float] = IDLE_GAPS) -> Task:
+    """`task` with the user away before every turn but the first, the `gaps` (seconds) in turn.
+
+    No gaps: the task as it is. The needles, the turns' content and their order are unchanged;
+    only the simulated clock moves between turns.
+    """
+    gaps = tuple(gaps)
+    if not gaps:
+        return task
+    if any(not 0 <= gap < float("inf") for gap in gaps):
+        raise ValueError(f"idle gaps must be non-negative seconds, got {gaps!r}")
+    turns = tuple(
+        replace(turn, idle_seconds=gaps[(i - 1) % len(gaps)]) if i else turn
+        for i, turn in enumerate(task.turns)
+    )
+    away = ", ".join(f"{gap / 60:g}" for gap in gaps)
+    return replace(
+        task, turns=turns, description=f"{task.description} (user away {away} min between turns)"
+    )

@@ -1,0 +1,238 @@
+"""Cache-expiry-aware compaction (issue 28): with the prompt cache cold, compact when it pays.
+
+A clock the test controls stands for the time between requests; the policy's cache lifetime
+says when the provider's cache is gone.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from steerable_compaction import CompactionHooks, Compactor, MemoryRecord, Message
+from steerable_compaction.compaction.cold import (
+    MAX_HORIZON,
+    SAVING_MARGIN,
+    ColdVerdict,
+    cache_expired,
+    price_cold_compaction,
+)
+from steerable_compaction.compaction.state import EngineState
+from steerable_compaction.record import CompactionBoundary
+
+from .compaction_helpers import tool_round
+from .test_engine import FakeSummarizer, Session, add_rounds, body, policy, start
+
+
+class Clock:
+    """Seconds that move only when told."""
+
+    def __init__(self) -> None:
+        self.now = 1_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Terms:
+    """Anthropic's cache prices and a threshold of 1,000 tokens."""
+
+    cache_read_price_ratio = 0.1
+    cache_write_price_ratio = 1.25
+    output_price_ratio = 5.0
+    threshold_tokens = 1_000
+
+
+# -- the pure parts ------------------------------------------------------------------------------
+
+
+def test_the_cache_is_cold_after_its_lifetime_or_when_the_host_says_so() -> None:
+    assert cache_expired(0.0, 301.0, 300.0, reported=False)
+    assert not cache_expired(0.0, 300.0, 300.0, reported=False)  # exactly the lifetime: warm
+    assert not cache_expired(None, 10_000.0, 300.0, reported=False)  # no request yet
+    assert not cache_expired(0.0, 10_000.0, None, reported=False)  # lifetime unknown
+    assert cache_expired(None, 0.0, None, reported=True)
+
+
+def test_the_price_counts_reads_saved_against_the_summary_and_the_rewrite() -> None:
+    """By hand: prefix 800, compacted 200, summary 100, no growth, threshold 1,000.
+
+    Waiting: 1.25 * 800 now, then 0.1 * 800 a round. Compacting: 1.25 * 800 + 5 * 100 +
+    1.25 * 200 now, then 0.1 * 200 a round. Even at 12.5 rounds: 10 rounds wait, 20 compact.
+    """
+    ten = price_cold_compaction(
+        Terms(), pressure=800, post_tokens=200, summary_tokens=100, growth_per_round=0,
+        rounds_seen=10,
+    )  # fmt: skip
+    assert (ten.wait, ten.now, ten.rounds) == pytest.approx((1_800, 1_950, 10))
+    assert not ten.compact
+    twenty = price_cold_compaction(
+        Terms(), pressure=800, post_tokens=200, summary_tokens=100, growth_per_round=0,
+        rounds_seen=20,
+    )  # fmt: skip
+    assert (twenty.wait, twenty.now) == pytest.approx((2_600, 2_150))
+    assert twenty.saving == pytest.approx(450) and twenty.cost == pytest.approx(750)
+
+
+def test_waiting_pays_its_own_pressure_compaction_inside_the_horizon() -> None:
+    """Growth reaching the threshold makes the waiting branch compact too, warm."""
+    verdict = price_cold_compaction(
+        Terms(), pressure=900, post_tokens=200, summary_tokens=100, growth_per_round=100,
+        rounds_seen=1,
+    )  # fmt: skip
+    # Wait: 1.25*900 + (0.1*900 + 1.25*100) + warm compaction (0.1*1000 + 500 + 250).
+    assert verdict.wait == pytest.approx(1_125 + 215 + 850)
+    # Now: 1.25*900 + 500 + 250, then a round from 200: 0.1*200 + 1.25*100.
+    assert verdict.now == pytest.approx(1_875 + 145)
+    assert verdict.saving == pytest.approx(170) and verdict.cost == pytest.approx(750)
+
+
+def test_a_saving_must_clear_the_margin_on_the_compactions_own_cost() -> None:
+    """The horizon is a guess: a saving smaller than `SAVING_MARGIN` of the cost is declined."""
+    assert not ColdVerdict(
+        now=1_000, wait=1_000 + 0.9 * SAVING_MARGIN * 500, rounds=5, cost=500
+    ).compact
+    assert ColdVerdict(
+        now=1_000, wait=1_000 + 1.1 * SAVING_MARGIN * 500 + 1e-6, rounds=5, cost=500
+    ).compact
+    assert not ColdVerdict(now=1_000, wait=1_000, rounds=5, cost=0).compact  # no saving
+
+
+def test_the_horizon_is_bounded_and_inputs_checked() -> None:
+    far = price_cold_compaction(
+        Terms(), pressure=800, post_tokens=200, summary_tokens=0, growth_per_round=0,
+        rounds_seen=10**9,
+    )  # fmt: skip
+    assert far.rounds == MAX_HORIZON
+    with pytest.raises(ValueError, match="non-negative"):
+        price_cold_compaction(
+            Terms(), pressure=-1, post_tokens=0, summary_tokens=0, growth_per_round=0,
+            rounds_seen=1,
+        )  # fmt: skip
+
+
+# -- the engine ----------------------------------------------------------------------------------
+
+
+def cold_session(
+    clock: Clock, *, rounds: int = 6, state: EngineState | None = None, **knobs: object
+) -> Session:
+    """A 10k window (threshold 8,000) at about 5,300 tokens, a 300-second cache lifetime."""
+    record = MemoryRecord()
+    start(record)
+    add_rounds(record, 0, rounds)
+    values = {"cache_ttl_seconds": 300, "cold_threshold_ratio": 0.5, **knobs}
+    hooks = CompactionHooks(
+        record, policy(**values), summarizer=FakeSummarizer(), state=state, clock=clock
+    )
+    return Session(hooks)
+
+
+async def warm_up(s: Session, clock: Clock, steps: int, *, first: int = 100) -> None:
+    """`steps` requests 8 seconds apart, each after a small round (the session's history)."""
+    for i in range(steps):
+        add_rounds(s.record, first + i, 1, tokens=5)  # about 100 tokens
+        clock.now += 8
+        action = await s.step()
+        assert not action.compactions
+
+
+def cold_boundaries(s: Session) -> list[CompactionBoundary]:
+    return [
+        e.event
+        for e in s.record.entries
+        if isinstance(e.event, CompactionBoundary) and e.event.trigger == "cold_cache"
+    ]
+
+
+async def test_a_request_after_the_cache_expired_compacts_first() -> None:
+    clock = Clock()
+    s = cold_session(clock)
+    await warm_up(s, clock, 20)
+    before = s.hooks.pressure()
+    assert s.hooks.policy.cold_threshold_tokens <= before < s.hooks.policy.threshold_tokens
+    clock.now += 301  # the user was away longer than the cache lives
+    action = await s.step()
+    assert [o.trigger for o in action.compactions] == ["cold_cache"]
+    assert action.gate == "below_threshold"
+    assert len(cold_boundaries(s)) == 1
+    assert s.hooks.pressure() < before
+    state = s.hooks.state
+    assert state.last_post_tokens == action.compactions[0].post_tokens  # the hysteresis base
+    assert (state.consecutive_failures, state.rapid_refills, state.circuit) == (0, 0, None)
+    clock.now += 8
+    assert not (await s.step()).compactions  # warm again
+
+
+async def test_no_cold_compaction_while_the_cache_lives_or_below_the_cold_threshold() -> None:
+    clock = Clock()
+    s = cold_session(clock)
+    await warm_up(s, clock, 20)
+    clock.now += 299
+    assert not (await s.step()).compactions
+    low = cold_session(clock, rounds=1)  # about 3,000 tokens: under the cold threshold
+    await warm_up(low, clock, 20)
+    assert low.hooks.pressure() < low.hooks.policy.cold_threshold_tokens
+    clock.now += 3_600
+    assert not (await low.step()).compactions
+
+
+async def test_a_cold_compaction_must_pay_for_itself() -> None:
+    """Two requests seen: two rounds ahead do not pay back a summary and a rewrite."""
+    clock = Clock()
+    s = cold_session(clock)
+    await warm_up(s, clock, 2)
+    clock.now += 3_600
+    assert not (await s.step()).compactions
+    assert not cold_boundaries(s)
+
+
+async def test_the_host_reports_a_cold_cache_and_an_unknown_lifetime_waits_for_it() -> None:
+    clock = Clock()
+    s = cold_session(clock, cache_ttl_seconds=None)
+    await warm_up(s, clock, 20)
+    clock.now += 86_400  # a day: with no known lifetime the clock alone says nothing
+    assert not (await s.step()).compactions
+    s.hooks.report_cache_cold()
+    action = await s.step()
+    assert [o.trigger for o in action.compactions] == ["cold_cache"]
+    assert not s.hooks.state.cache_reported_cold  # the request warmed it again
+
+
+async def test_no_cold_compaction_with_a_circuit_open_or_inside_the_hysteresis() -> None:
+    clock = Clock()
+    # 30 healthy rounds would close the circuit: it stays open through the 20 here.
+    thrashing = cold_session(clock, state=EngineState(circuit="rapid_refill"), max_rapid_refills=10)
+    near = cold_session(clock, state=EngineState(last_post_tokens=6_500))  # margin 1,000
+    for s in (thrashing, near):
+        await warm_up(s, clock, 20)
+        clock.now += 3_600
+        assert not (await s.step()).compactions, s.hooks.state
+    assert thrashing.hooks.state.circuit == "rapid_refill"
+
+
+async def test_the_first_request_of_a_process_is_not_known_to_be_cold() -> None:
+    clock = Clock()
+    s = cold_session(clock, rounds=8)
+    clock.now += 86_400
+    assert not (await s.step()).compactions
+
+
+def test_compactor_compacts_on_a_cold_cache() -> None:
+    """The sync shell's quiet step hands a cold step to the full one."""
+    clock = Clock()
+    record = MemoryRecord()
+    compactor = Compactor(
+        policy(cache_ttl_seconds=300, cold_threshold_ratio=0.5),
+        record=record,
+        summarizer=FakeSummarizer(),
+        clock=clock,
+    )
+    opening = [Message.system("You are a careful coding agent."), Message.user("Fix the parser.")]
+    compactor.extend([*opening, *(m for i in range(6) for m in tool_round(i, body(600)))])
+    for i in range(20):
+        clock.now += 8
+        compactor.extend(tool_round(100 + i, body(5)))
+    assert not record.compactions()
+    clock.now += 600
+    compactor.extend([Message.user("Back again: where were we?")])
+    assert [c.trigger for c in record.compactions()] == ["cold_cache"]
