@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from steerable_compaction import Message
+from steerable_compaction import Message, PreStepAction, StepContext
 from steerable_compaction.errors import OverflowRetriesExhaustedError, ProviderError
 from steerable_compaction.host.protocol import (
     BUSY,
@@ -654,6 +654,28 @@ async def test_send_with_pinned_records_the_input_pinned_and_keeps_it_through_co
         await wire.result("agent.chat.send", {"input": f"More work {n} (read 12 files)."})
     assert record.compactions(), "the session never compacted"
     assert any(m.text == text and m.pinned for m in record.messages())
+
+
+async def test_send_with_cache_cold_tells_the_engine_before_the_turn() -> None:
+    """`cache_cold: true` reaches `report_cache_cold` before the turn's first step (issue 28)."""
+    wire = Wire(demo_session(MemoryRecord()))
+    compaction = wire.session.harness.compaction
+    assert compaction is not None
+    seen: list[bool] = []
+    real = compaction.pre_step
+
+    async def spy(ctx: StepContext) -> PreStepAction:
+        seen.append(compaction.state.cache_reported_cold)
+        return await real(ctx)
+
+    compaction.pre_step = spy  # type: ignore[method-assign]
+    await wire.result("agent.chat.send", {"input": "Look around (read 1 file)."})
+    assert seen and not any(seen)
+    seen.clear()
+    await wire.result("agent.chat.send", {"input": "Back after lunch.", "cache_cold": True})
+    assert seen[0] is True and not compaction.state.cache_reported_cold
+    error = await wire.error("agent.chat.send", {"input": "hi", "cache_cold": "yes"})
+    assert error["code"] == -32602 and "cache_cold must be a boolean" in error["message"]
 
 
 @pytest.mark.parametrize(

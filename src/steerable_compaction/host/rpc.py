@@ -17,6 +17,8 @@ Methods (params are named; unknown ones are refused; every `agent.chat.*` method
 | `agent.session.list` | none                                             | open sessions, limit   |
 | `agent.session.close`| `session` (required)                             | whether it was open    |
 
+`agent.chat.send` also takes `pinned`, `goal` and `cache_cold` (booleans; docs/sidecar.md).
+
 While a request runs, the record's new entries stream as `agent.chat.event` notifications
 (`params.type`: `user`, `tool_calls`, `tool_result`, `reply`, `system`, `compaction_start`,
 `compaction_summary`, `compaction`, `reminder`; each with `seq` and the id of the request that
@@ -337,6 +339,10 @@ class JsonRpcServer:
     async def _send(self, call: _Call) -> dict[str, Any]:
         session = call.session
         message: Message | None = call.args["input"]
+        if call.args["cache_cold"] and session.harness.compaction is not None:
+            # The host knows the provider's cache is gone (a restart, another region): the
+            # turn's first step may compact first, where that is priced cheaper than waiting.
+            session.harness.compaction.report_cache_cold()
         try:
             done = await session.send(message, seed=call.args["seed"], sink=self._notify(call))
         except ValueError as exc:
@@ -417,7 +423,7 @@ def _send_args(p: Params) -> dict[str, Any]:
         if message is None:
             raise RpcError(INVALID_PARAMS, "goal applies to `input`", {"param": "goal"})
         message = message.as_goal()  # the session's task, whatever came before it
-    return {"input": message, "seed": seed}
+    return {"input": message, "seed": seed, "cache_cold": p.bool("cache_cold", False)}
 
 
 def _seed_args(p: Params) -> dict[str, Any]:
@@ -457,7 +463,7 @@ def _close_args(p: Params) -> dict[str, Any]:
 
 _METHODS: dict[str, _Method] = {
     "agent.chat.send": _Method(
-        params=("input", "seed", "format", "pinned", "goal"),
+        params=("input", "seed", "format", "pinned", "goal", "cache_cold"),
         parse=_send_args,
         run=JsonRpcServer._send,
         creates=True,
