@@ -111,6 +111,7 @@ _CHECKPOINT_TABLE = (
     "CREATE TABLE IF NOT EXISTS steerable_checkpoints "
     "(session text PRIMARY KEY, seq bigint NOT NULL, body bytea NOT NULL)"
 )
+_HAS_CHECKPOINTS = "SELECT to_regclass(quote_ident(current_schema()) || '.steerable_checkpoints')"
 _FIND_CHECKPOINT = """
 SELECT c.seq, c.body, e.body FROM steerable_checkpoints c
 LEFT JOIN steerable_events e ON e.session = c.session AND e.seq = c.seq - 1
@@ -443,7 +444,9 @@ class PostgresRecord(Record):
             if not self._checkpoints_table:
                 with conn.transaction():  # one creator at a time, as for the other tables
                     conn.execute("SELECT pg_advisory_xact_lock(%s)", (_DDL_LOCK,))
-                    conn.execute(_CHECKPOINT_TABLE)
+                    # Looked up first: `CREATE ... IF NOT EXISTS` needs `CREATE` on the schema.
+                    if conn.execute(_HAS_CHECKPOINTS).fetchone() == (None,):
+                        conn.execute(_CHECKPOINT_TABLE)
                 self._checkpoints_table = True
             conn.execute(
                 _STORE_CHECKPOINT,
