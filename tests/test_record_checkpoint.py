@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import sqlite3
 import uuid
@@ -421,3 +422,32 @@ def test_a_bad_checkpoint_line_is_refused(edit: Callable[[bytes], bytes], match:
     """A changed, torn or foreign line raises `RecordError` (the store then reads in full)."""
     with pytest.raises(RecordError, match=match):
         decode_checkpoint(edit(encode_checkpoint(_checkpoint())))
+
+
+def test_a_record_from_before_checksums_resumes_once_a_new_build_compacts_it(
+    tmp_path: Path,
+) -> None:
+    """v3 lines (no checksum) before a checkpoint load on first use, unchecked, as on open."""
+    path = tmp_path / "r.jsonl"
+    lines = [
+        json.dumps(
+            {
+                "v": 3,
+                "seq": i,
+                "kind": "message",
+                "message": {"role": "user", "parts": [{"type": "text", "text": f"old {i}"}]},
+            },
+            separators=(",", ":"),
+        )
+        for i in range(6)
+    ]
+    path.write_text("".join(line + "\n" for line in lines))
+    with JsonlRecord(path) as writer:
+        assert writer.resumed_at is None
+        _session(writer, rounds=2)
+    with (
+        JsonlRecord(path, readonly=True) as resumed,
+        JsonlRecord(path, readonly=True, full=True) as full,
+    ):
+        assert resumed.resumed_at is not None
+        _same(resumed, full)

@@ -33,6 +33,7 @@ everything on open, as records without a checkpoint always are.
 from __future__ import annotations
 
 import contextlib
+import copy
 import logging
 import os
 import threading
@@ -553,30 +554,26 @@ class Record(ABC):
         """Read the entries before the checkpoint this record resumed from, and check them.
 
         They must fold into exactly the checkpoint's projection and counts, or `RecordError`
-        says the checkpoint does not match (and this handle stays as it was).
+        says the checkpoint does not match. They are read into a shallow copy of this handle
+        (same medium, connection and lock, its own entries and projection), so that this one
+        stays as it was until they are joined to it, and stays so if the read fails.
         """
         with self._lock:
             checkpoint = self._resumed
             if checkpoint is None:
                 return
-            tail = (self._entries, self._message_entries, self._reminder_entries)
-            live = (self._projection, self._newest_usage, self._newest_boundary)
-            self._base, self._entries, self._message_entries, self._reminder_entries = 0, [], [], []
-            self._projection, self._newest_usage, self._newest_boundary = Projection(), -1, -1
-            try:
-                self._read_head(checkpoint)
-                self._check_head(checkpoint)
-                head = (self._entries, self._message_entries, self._reminder_entries)
-            except BaseException:
-                self._base = checkpoint.seq
-                self._entries, self._message_entries, self._reminder_entries = tail
-                self._projection, self._newest_usage, self._newest_boundary = live
-                raise
-            self._entries = head[0] + tail[0]
-            self._message_entries = head[1] + tail[1]
-            self._reminder_entries = head[2] + tail[2]
-            self._projection, self._newest_usage, self._newest_boundary = live
-            self._resumed = None
+            head = copy.copy(self)
+            head._base, head._resumed = 0, None
+            head._entries, head._message_entries, head._reminder_entries = [], [], []
+            head._projection, head._newest_usage, head._newest_boundary = Projection(), -1, -1
+            head._read_head(checkpoint)
+            head._check_head(checkpoint)
+            self._reminder_entries = head._reminder_entries + self._reminder_entries
+            self._message_entries, self._resumed = (
+                head._message_entries + self._message_entries,
+                None,
+            )
+            self._entries, self._base = head._entries + self._entries, 0
 
     def _check_head(self, checkpoint: Checkpoint) -> None:
         projection = self._projection
