@@ -108,7 +108,7 @@ figure = partial(_figures.figure, "resume")
 
 
 def _ms(values: list[float]) -> str:
-    return f"{min(values) * 1000:.0f}-{max(values) * 1000:.0f} ms"
+    return f"{min(values) * 1000:.1f}-{max(values) * 1000:.1f} ms"
 
 
 def main() -> None:

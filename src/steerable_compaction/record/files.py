@@ -102,6 +102,8 @@ class FileRecord(Record):
     Subclasses open their medium (`_open_reader`, `_open_writer`), read what it holds
     (`_read_new`), write (`_persist`) and release it (`_close`, also called after a failed open).
     Every failure to open or read is a `RecordError` naming the file (and line or row).
+    The open resumes from the store's projection checkpoint if it has one that fits, reading
+    only the entries after it; `full=True` reads and checks every entry on open instead.
     """
 
     _identity: tuple[int, int] | None = None  # the file a writer opened

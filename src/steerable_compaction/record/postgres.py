@@ -261,6 +261,7 @@ class PostgresRecord(Record):
     session gets `RecordLockedError`, after waiting up to `lock_timeout` seconds for the first
     to let go (a killed writer's connection ends a moment after its process). Every failure to
     connect, or a connection that breaks, is a `RecordConnectionError`: reopen to resume.
+    The open resumes from the session's projection checkpoint (`full=True`: reads every row).
     """
 
     _conn: psycopg.Connection[Any] | None = None
