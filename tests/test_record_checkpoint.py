@@ -451,3 +451,33 @@ def test_a_record_from_before_checksums_resumes_once_a_new_build_compacts_it(
     ):
         assert resumed.resumed_at is not None
         _same(resumed, full)
+
+
+@pytest.mark.parametrize("name", ["jsonl", "sqlite"])
+async def test_a_resumed_loop_turn_reads_no_older_entries_and_asks_the_same(
+    tmp_path: Path, name: str
+) -> None:
+    """A turn on a resumed record sends what a full read sends, and leaves older entries unread.
+
+    The history tools are offered (a checkpoint follows a boundary); their index catches up
+    at the first search instead of at the first step.
+    """
+    from steerable_compaction.loop import CoreLoop
+    from steerable_compaction.testing import ScriptedProvider
+
+    requests = []
+    for full in (False, True):
+        store = make_store(name, tmp_path / ("full" if full else "resumed"))
+        store.path.parent.mkdir()  # type: ignore[union-attr]
+        with store.open() as writer:
+            _session(writer)  # the same session in both
+        with store.open(full=full) as record:
+            provider = ScriptedProvider([Message.assistant("done")])
+            loop = CoreLoop(provider, record, history_tokens=1000)
+            result = await loop.run_turn("next")
+            assert result.stop == "answered"
+            assert loop.history_offered
+            assert (record.resumed_at is not None) is not full
+            requests.append(provider.requests[0])
+    assert requests[0].messages == requests[1].messages
+    assert [t.name for t in requests[0].tools] == [t.name for t in requests[1].tools]
