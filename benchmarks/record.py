@@ -9,9 +9,11 @@ and the same writes with an `fdatasync` at every boundary (what durability per b
 this disk, whatever the store); appends are timed on the wall clock, which includes waiting
 for the disk. Open: a fresh interpreter opens a 100k-event record read-only and projects it,
 against `json.loads` of the same lines alone in another fresh interpreter, both in CPU seconds
-(other work on a shared machine inflates wall time). Each figure is the best of `--repeat`
-runs, open and floor taken in turns. `--summary` prints only the headline figures, one
-JSON object a line (`benchmark`, `figure`, `value`, `baseline`, `ratio`, `target`, `ok`).
+(other work on a shared machine inflates wall time); its folds never replace a span, so no
+checkpoint is kept and the open is the full read (`benchmarks/resume.py` times resuming from a
+checkpoint against it). Each figure is the best of `--repeat` runs, open and floor taken in
+turns. `--summary` prints only the headline figures, one JSON object a line (`benchmark`,
+`figure`, `value`, `baseline`, `ratio`, `target`, `ok`).
 """
 
 from __future__ import annotations

@@ -6,6 +6,7 @@ ids) always run.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import logging
@@ -310,8 +311,13 @@ def test_a_changed_row_names_its_seq(url: str) -> None:
         params=(name,),
     )
     with pytest.raises(RecordError, match="checksum mismatch") as info:
-        PostgresRecord(url, session=name, readonly=True)
+        PostgresRecord(url, session=name, readonly=True, full=True)
     assert info.value.line == 1
+    with PostgresRecord(url, session=name, readonly=True) as resumed:  # checked on first use
+        assert resumed.resumed_at is not None
+        with pytest.raises(RecordError, match="checksum mismatch") as info:
+            resumed.history()
+        assert info.value.line == 1
 
 
 @pytest.mark.parametrize(
@@ -345,7 +351,10 @@ def test_a_changed_row_names_its_seq(url: str) -> None:
     ids=["last-row", "count-up", "count-down", "gap", "newline", "unchecked", "swapped"],
 )
 def test_rows_lost_added_or_altered_are_found_on_open(url: str, damage: str, match: str) -> None:
-    """The count taken in the rows' snapshot catches what checksums cannot: rows gone or added."""
+    """The count taken in the rows' snapshot catches what checksums cannot: rows gone or added.
+
+    Resumed from the checkpoint, rows before it are checked on first use (issue 28).
+    """
     name = session()
     with PostgresRecord(url, session=name) as record:
         for event in small_session():
@@ -353,7 +362,10 @@ def test_rows_lost_added_or_altered_are_found_on_open(url: str, damage: str, mat
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(damage, {"s": name})
     with pytest.raises(RecordError, match=match):
-        PostgresRecord(url, session=name, readonly=True)
+        PostgresRecord(url, session=name, readonly=True, full=True)
+    with pytest.raises(RecordError, match=match), contextlib.ExitStack() as stack:
+        resumed = stack.enter_context(PostgresRecord(url, session=name, readonly=True))
+        list(resumed.entries)
 
 
 # -- one writer, and writers that went astray -----------------------------------------------------

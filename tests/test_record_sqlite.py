@@ -158,13 +158,21 @@ def test_appending_after_the_database_was_deleted_is_an_error(tmp_path: Path) ->
 
 
 def test_a_changed_body_fails_its_checksum_naming_the_row(tmp_path: Path) -> None:
-    """A body edited in place (still valid JSON) is found on open."""
+    """A body edited in place (still valid JSON) is found on a full open, or on first use.
+
+    Rows before the checkpoint are checked when they are first read (issue 28).
+    """
     path = tmp_path / "r.db"
     write(SqliteRecord, path, small_session())
     _sql(path, "UPDATE events SET body = replace(body, 'f2.py', 'f3.py') WHERE seq = 1")
     with pytest.raises(RecordError, match="checksum mismatch") as info:
-        SqliteRecord(path, readonly=True)
+        SqliteRecord(path, readonly=True, full=True)
     assert info.value.line == 1
+    with SqliteRecord(path, readonly=True) as resumed:
+        assert resumed.resumed_at is not None
+        with pytest.raises(RecordError, match="checksum mismatch") as info:
+            resumed.entries[0]
+        assert info.value.line == 1
 
 
 @pytest.mark.parametrize(

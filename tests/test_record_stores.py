@@ -614,7 +614,7 @@ def test_a_large_load_files_its_entries_in_the_oldest_gc_generation(
     write(JsonlRecord, path, small_session())
     monkeypatch.setattr(files, "_PROMOTE_AFTER", 10)  # a small record counts as large here
     assert gc.isenabled()
-    with JsonlRecord(path, readonly=True) as record:
+    with JsonlRecord(path, readonly=True, full=True) as record:
         oldest = {id(o) for o in gc.get_objects(generation=2)}
         assert all(id(entry) in oldest for entry in record.entries)
     assert gc.isenabled()

@@ -165,7 +165,8 @@ class Compactor:
         """Whether the record holds a compaction: from then on, offer the history tools."""
         if not self._compacted:
             entries = self.record.entries
-            self._compacted = any(
+            # A resumed record's checkpoint follows a boundary: the entries before it stay unread.
+            self._compacted = self.record.resumed_at is not None or any(
                 isinstance(e.event, CompactionBoundary) for e in entries[self._scanned :]
             )
             self._scanned = len(entries)

@@ -125,13 +125,17 @@ class CoreLoop:
             return False
         if not self._compacted:
             entries = self.record.entries
-            self._compacted = any(
+            # A resumed record's checkpoint follows a boundary: the entries before it stay unread.
+            resumed = self.record.resumed_at is not None
+            self._compacted = resumed or any(
                 isinstance(e.event, CompactionBoundary) for e in entries[self._scanned :]
             )
             self._scanned = len(entries)
-            if self._compacted and not self.record.readonly:
+            if self._compacted and not self.record.readonly and not resumed:
                 # Index what is there once; a SQLite writer then indexes each append in its
-                # own transaction, so no search ever has to catch up on a long session.
+                # own transaction, so no search ever has to catch up on a long session. A
+                # resumed record's index catches up at its first search, which reads the
+                # older entries anyway.
                 prepare_index(self.record)
         return self._compacted
 

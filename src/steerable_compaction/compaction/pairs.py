@@ -234,8 +234,10 @@ class PairedProjection:
         record, repair = self._record, self._repair
         entries = record.entries
         count = len(entries)
-        rewritten = False
-        for index in range(self._seen, count):
+        # A resumed record's checkpoint follows a boundary: what came before it is not read.
+        base = getattr(record, "resumed_at", None) or 0  # `Projected` does not require it
+        rewritten = self._seen < base
+        for index in range(max(self._seen, base), count):
             if isinstance(entries[index].event, CompactionBoundary):
                 rewritten = True
                 break

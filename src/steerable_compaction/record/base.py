@@ -20,23 +20,35 @@ In every case a crash in the middle of an append loses at most that append: a to
 dropped on the next open (with a warning), an uncommitted SQLite transaction rolls back.
 `Record.batch()` groups appends into one commit (one transaction, one write, at most one sync):
 a crash before the group is written loses all of it.
+
+Resuming. A store that keeps projection checkpoints (`checkpoint`) writes one after each
+boundary that replaced a span, once the boundary is committed, and opens from the newest one:
+the projection comes from the checkpoint and only the entries after it are read and checked
+(checksums, order, the row count, the high-water mark). The entries before it are read,
+checked, and compared with the checkpoint on first use (`entries` before its seq, `history()`,
+`compactions()`, iterating the record); a mismatch raises `RecordError`. `full=True` reads
+everything on open, as records without a checkpoint always are.
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
+import logging
 import os
 import threading
+import zlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal, Self, TypeAlias, get_args
+from typing import Any, ClassVar, Literal, Self, TypeAlias, get_args, overload
 
 from ..errors import RecordError
 from ..messages import Message
-from .codec import SCHEMA_VERSION, decode_entry
+from .checkpoint import Checkpoint, same_messages
+from .codec import SCHEMA_VERSION, decode_entry, encode_body
 from .events import (
     CompactionAbandoned,
     CompactionBoundary,
@@ -51,6 +63,8 @@ from .fast import message_entry
 from .projection import Projection
 
 __all__ = ["CompactionInfo", "FsyncPolicy", "Record"]
+
+logger = logging.getLogger("steerable_compaction.record")
 
 FsyncPolicy: TypeAlias = Literal["every_event", "every_boundary", "never"]
 FSYNC_POLICIES: frozenset[str] = frozenset(get_args(FsyncPolicy))
@@ -122,6 +136,11 @@ class Record(ABC):
         # the meter's anchor is found in O(1) (`usage.newest_usage`).
         self._newest_usage = -1
         self._newest_boundary = -1
+        # A resumed record holds entries from `_base` on; `_resumed` is the checkpoint it
+        # resumed from, until the entries before it load (`_load_head`).
+        self._base = 0
+        self._resumed: Checkpoint | None = None
+        self._checkpoint_due = False  # a boundary was appended: checkpoint once it is committed
         self._lock = threading.RLock()
         self._batching = False  # inside `batch()`: appends wait for `_commit_batch`
         self._batch_sync = False  # an append in the open batch asked to be synced
@@ -166,8 +185,19 @@ class Record(ABC):
 
     @property
     def entries(self) -> Sequence[Entry]:
-        """Every entry in order (a read-only view)."""
-        return self._entries
+        """Every entry in order (a read-only view).
+
+        In a resumed record, reading an entry before the checkpoint loads (and checks) them all.
+        """
+        return _Entries(self) if self._base else self._entries
+
+    @property
+    def resumed_at(self) -> int | None:
+        """The seq of the checkpoint this handle resumed from, while older entries are unread.
+
+        `None` once every entry is loaded (a full read, or the first use of older ones).
+        """
+        return self._base if self._base else None
 
     @property
     def projection(self) -> Projection:
@@ -181,7 +211,7 @@ class Record(ABC):
     @property
     def message_count(self) -> int:
         """How many raw messages the record holds (compaction never lowers this)."""
-        return len(self._message_entries)
+        return len(self._message_entries) + (self._resumed.message_count if self._resumed else 0)
 
     def history(
         self, offset: int = 0, limit: int | None = None, *, reminders: bool = True
@@ -194,6 +224,7 @@ class Record(ABC):
         """
         if offset < 0 or (limit is not None and limit < 0):
             raise ValueError(f"offset and limit must be non-negative, got {offset!r}, {limit!r}")
+        self._load_head()
         end = len(self._message_entries) if limit is None else offset + limit
         page = self._message_entries[offset:end]
         if not reminders or not page or not self._reminder_entries:
@@ -212,7 +243,7 @@ class Record(ABC):
         abandoned: dict[str, CompactionAbandoned] = {}
         refused: dict[str, str] = {}  # why a bracket's summary was refused (excerpt or fold)
         latest = -1  # the seq of the newest compaction start, boundary or abandonment
-        for entry in self._entries:
+        for entry in self._all_entries():
             event = entry.event
             if isinstance(event, CompactionStart | CompactionBoundary | CompactionAbandoned):
                 latest = entry.seq
@@ -296,7 +327,7 @@ class Record(ABC):
                 raise RecordError("the record was opened read-only", path=self._path)
             if self._broken is not None:
                 raise RecordError(self._broken, path=self._path)
-            entry = Entry(len(self._entries), event)
+            entry = Entry(len(self), event)
             try:
                 self._projection.check(entry)
             except RecordError as exc:
@@ -315,6 +346,10 @@ class Record(ABC):
                     path=self._path,
                 ) from None
             self._accept(entry)
+            if isinstance(event, CompactionBoundary) and event.span is not None:
+                self._checkpoint_due = self._keeps_checkpoints
+            if self._checkpoint_due and not self._batching:
+                self._write_checkpoint()
             return entry
 
     def append_message(self, message: Message) -> Entry:
@@ -349,6 +384,8 @@ class Record(ABC):
         except RecordError as exc:
             self._broken = f"a group commit failed, its appends are lost: {exc.reason}"
             raise
+        if self._checkpoint_due:
+            self._write_checkpoint()
 
     def _commit_batch(self, *, durable: bool) -> None:  # noqa: B027 (memory: nothing to do)
         """Write the appends of the batch that ends (called with the lock held)."""
@@ -391,8 +428,10 @@ class Record(ABC):
                     projection.extend(seqs, run)
                     seqs, run = [], []
                     entry = decode_entry(obj, projection_len=len(projection))
-                if entry.seq != len(entries):
-                    raise RecordError(f"seq {entry.seq} out of order: expected {len(entries)}")
+                if entry.seq != self._base + len(entries):
+                    raise RecordError(
+                        f"seq {entry.seq} out of order: expected {self._base + len(entries)}"
+                    )
                 check_version(obj["v"])
                 event = entry.event
                 if type(event) is MessageAppended and event.usage is None:
@@ -456,11 +495,157 @@ class Record(ABC):
         self.close()
 
     def __iter__(self) -> Iterator[Entry]:
-        return iter(self._entries)
+        return iter(self._all_entries())
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return self._base + len(self._entries)
 
     def __repr__(self) -> str:
         mode = "r" if self._readonly else "a"
-        return f"<{type(self).__name__} {self.location} mode={mode} entries={len(self._entries)}>"
+        return f"<{type(self).__name__} {self.location} mode={mode} entries={len(self)}>"
+
+    # -- checkpoints and resuming ----------------------------------------------------------------
+
+    _keeps_checkpoints: ClassVar[bool] = False
+    """Whether the store writes projection checkpoints (`_store_checkpoint`)."""
+
+    def _write_checkpoint(self) -> None:
+        """Keep a checkpoint of the projection as it is now (every append committed).
+
+        Skipped while a bracket is open. A failure is logged and costs only the speed of the
+        next open: the appends it follows are committed already.
+        """
+        self._checkpoint_due = False
+        if self._broken is not None or self._projection.open_brackets or not self._entries:
+            return
+        body = encode_body(self._entries[-1])  # what the medium holds: this handle wrote it
+        checkpoint = Checkpoint(
+            seq=len(self),
+            last_crc=zlib.crc32(body),
+            last_size=len(body),
+            offset=0,
+            message_count=self.message_count,
+            newest_usage=self._newest_usage,
+            newest_boundary=self._newest_boundary,
+            seqs=tuple(self._projection.seqs),
+            messages=tuple(self._projection.messages),
+        )
+        try:
+            self._store_checkpoint(checkpoint)
+        except (OSError, RecordError) as exc:
+            logger.warning("%s: no checkpoint kept at seq %d: %s", self.location, len(self), exc)
+
+    def _store_checkpoint(self, checkpoint: Checkpoint) -> None:  # noqa: B027 (memory: none)
+        """Replace the store's checkpoint with `checkpoint` (called with the lock held)."""
+
+    def _resume_from(self, checkpoint: Checkpoint) -> None:
+        """Start from `checkpoint`: its projection and counts; entries before it load later."""
+        self._base, self._resumed = checkpoint.seq, checkpoint
+        self._projection = checkpoint.projection()
+        self._newest_usage = checkpoint.newest_usage
+        self._newest_boundary = checkpoint.newest_boundary
+
+    def _all_entries(self) -> list[Entry]:
+        """Every entry, the ones before a checkpoint loaded first if need be."""
+        self._load_head()
+        return self._entries
+
+    def _load_head(self) -> None:
+        """Read the entries before the checkpoint this record resumed from, and check them.
+
+        They must fold into exactly the checkpoint's projection and counts, or `RecordError`
+        says the checkpoint does not match. They are read into a shallow copy of this handle
+        (same medium, connection and lock, its own entries and projection), so that this one
+        stays as it was until they are joined to it, and stays so if the read fails.
+        """
+        with self._lock:
+            checkpoint = self._resumed
+            if checkpoint is None:
+                return
+            head = copy.copy(self)
+            head._base, head._resumed = 0, None
+            head._entries, head._message_entries, head._reminder_entries = [], [], []
+            head._projection, head._newest_usage, head._newest_boundary = Projection(), -1, -1
+            head._read_head(checkpoint)
+            head._check_head(checkpoint)
+            self._reminder_entries = head._reminder_entries + self._reminder_entries
+            self._message_entries, self._resumed = (
+                head._message_entries + self._message_entries,
+                None,
+            )
+            self._entries, self._base = head._entries + self._entries, 0
+
+    def _check_head(self, checkpoint: Checkpoint) -> None:
+        projection = self._projection
+        differs = [
+            what
+            for what, same in (
+                ("entries", len(self._entries) == checkpoint.seq),
+                ("projection", list(projection.seqs) == list(checkpoint.seqs)),
+                ("messages", same_messages(projection.messages, checkpoint.messages)),
+                ("brackets", not projection.open_brackets),
+                ("message count", len(self._message_entries) == checkpoint.message_count),
+                ("usage anchor", self._newest_usage == checkpoint.newest_usage),
+                ("boundary anchor", self._newest_boundary == checkpoint.newest_boundary),
+            )
+            if not same
+        ]
+        if differs:
+            raise RecordError(
+                f"the entries before seq {checkpoint.seq} do not fold into the checkpoint this "
+                f"handle resumed from (its {', '.join(differs)} differ): open the record with "
+                "full=True to read it without the checkpoint",
+                path=self._path,
+            )
+
+    def _read_head(self, checkpoint: Checkpoint) -> None:
+        """Load entries `[0, checkpoint.seq)` into the (emptied) record, checked as on open."""
+        raise RecordError("this store cannot read before its checkpoint", path=self._path)
+
+
+class _Entries(Sequence[Entry]):
+    """`Record.entries` of a resumed record: the entries before its checkpoint load on first use.
+
+    Indexes and slices from the checkpoint on are served from what is loaded; anything else,
+    iteration and comparison included, loads the rest first.
+    """
+
+    __slots__ = ("_record",)
+
+    def __init__(self, record: Record) -> None:
+        self._record = record
+
+    def __len__(self) -> int:
+        return len(self._record)
+
+    @overload
+    def __getitem__(self, index: int) -> Entry: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Entry]: ...
+
+    def __getitem__(self, index: int | slice) -> Entry | list[Entry]:
+        record = self._record
+        base, size = record._base, len(record)
+        if isinstance(index, slice):
+            start, stop, step = index.indices(size)
+            if step == 1 and start >= base:
+                return record._entries[start - base : max(stop - base, 0)]
+        else:
+            at = index + size if index < 0 else index
+            if base <= at < size:
+                return record._entries[at - base]
+        return record._all_entries()[index]
+
+    def __iter__(self) -> Iterator[Entry]:
+        return iter(self._record._all_entries())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, _Entries):
+            other = other._record._all_entries()
+        return self._record._all_entries() == other
+
+    __hash__ = None  # type: ignore[assignment]  # like a list
+
+    def __repr__(self) -> str:
+        return repr(self._record._all_entries())

@@ -5,7 +5,9 @@ if the process dies); readers never lock and never write. A writer also remember
 opened: if the path is unlinked or replaced while it is open, its next append raises
 `RecordError` instead of writing where nobody will ever read. A writer keeps a high-water mark
 beside the file (`mark`), and every open checks the record against it: a writer is refused a
-record shorter than its mark (`RecordLossError`), a reader warned.
+record shorter than its mark (`RecordLossError`), a reader warned. Both stores keep a projection
+checkpoint (`checkpoint`) and open from it unless `full=True`; the mark is checked against the
+length found either way, since the entries after the checkpoint are always read to the end.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any
 
 from ..errors import RecordError, RecordLockedError
 from .base import FsyncPolicy, Record
+from .checkpoint import Checkpoint
 from .codec import CHECKED_SINCE
 from .mark import Mark, MarkWriter, check_mark, read_mark
 
@@ -99,6 +102,8 @@ class FileRecord(Record):
     Subclasses open their medium (`_open_reader`, `_open_writer`), read what it holds
     (`_read_new`), write (`_persist`) and release it (`_close`, also called after a failed open).
     Every failure to open or read is a `RecordError` naming the file (and line or row).
+    The open resumes from the store's projection checkpoint if it has one that fits, reading
+    only the entries after it; `full=True` reads and checks every entry on open instead.
     """
 
     _identity: tuple[int, int] | None = None  # the file a writer opened
@@ -114,6 +119,7 @@ class FileRecord(Record):
         *,
         readonly: bool = False,
         fsync: FsyncPolicy = "every_boundary",
+        full: bool = False,
     ) -> None:
         super().__init__(path=Path(path), readonly=readonly, fsync=fsync)
         try:
@@ -123,8 +129,10 @@ class FileRecord(Record):
                 self._open_reader()
             else:
                 self._open_writer()
+            if not full and not created:
+                self._resume()
             self._read()
-            check_mark(self._seen_mark, len(self._entries), record=self.file, readonly=readonly)
+            check_mark(self._seen_mark, len(self), record=self.file, readonly=readonly)
             self._loaded()
             if not readonly:
                 self._start_mark(reset=created)
@@ -158,7 +166,7 @@ class FileRecord(Record):
     def _start_mark(self, *, reset: bool) -> None:
         """Keep this writer's high-water mark from the entries loaded (a new one if `reset`)."""
         try:
-            self._mark = MarkWriter(self.file, len(self._entries), reset=reset)
+            self._mark = MarkWriter(self.file, len(self), reset=reset)
         except OSError as exc:
             logger.warning("%s: no high-water mark is kept (%s)", self.file, exc.strerror or exc)
 
@@ -171,7 +179,7 @@ class FileRecord(Record):
         """Count what a clean close leaves (unless an append failed) and release the mark."""
         if self._mark is not None:
             if self._broken is None:
-                self._mark.advance(len(self._entries), synced=synced)
+                self._mark.advance(len(self), synced=synced)
             self._mark.close()
 
     @abstractmethod
@@ -185,6 +193,31 @@ class FileRecord(Record):
     @abstractmethod
     def _read_new(self) -> int:
         """Load entries the medium holds beyond those loaded; returns how many."""
+
+    def _resume(self) -> None:
+        """Start from the medium's checkpoint if it has one that fits (else read everything)."""
+        checkpoint = self._find_checkpoint()
+        if checkpoint is not None:
+            self._resume_from(checkpoint)
+            self._checked = True  # the entry it is bound to is checksummed: so are later ones
+
+    @abstractmethod
+    def _find_checkpoint(self) -> Checkpoint | None:
+        """The medium's checkpoint, if it has one bound to what the medium holds."""
+
+    def _read_head(self, checkpoint: Checkpoint) -> None:
+        self._checked = False
+        try:
+            with bulk_load():
+                self._read_before(checkpoint)
+        except OSError as exc:
+            raise RecordError(f"cannot read: {exc.strerror or exc}", path=self.file) from None
+        finally:
+            self._checked = True
+
+    @abstractmethod
+    def _read_before(self, checkpoint: Checkpoint) -> None:
+        """Load the entries before `checkpoint` (the record is emptied and `_base` is 0)."""
 
     def _read(self) -> int:
         try:

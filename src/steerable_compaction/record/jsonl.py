@@ -1,17 +1,28 @@
-"""`JsonlRecord`: a record in a JSON Lines file, one event a line."""
+"""`JsonlRecord`: a record in a JSON Lines file, one event a line.
+
+Its projection checkpoint is a file of its own beside it, `<record>.checkpoint` (one line,
+`record.checkpoint`), replaced whole (written to `<record>.checkpoint.tmp`, then renamed) after
+each boundary that replaced a span, never synced: a lost or torn one only makes the next open
+read the whole file. It is trusted only when the line that ends at its `offset` is, byte for
+byte, the entry it names (CRC-32 and size); a writer that creates the record removes any left
+from a record that had the path before.
+"""
 
 from __future__ import annotations
 
 import json
 import logging
 import os
+from dataclasses import replace
+from pathlib import Path
 
 from ..errors import RecordError
+from .checkpoint import Checkpoint, bound_to, decode_checkpoint, encode_checkpoint
 from .codec import encode_line, iter_lines, parse_line
 from .events import Entry
 from .files import FileRecord, fsync_dir, identity, lock_writer, sync
 
-__all__ = ["JsonlRecord"]
+__all__ = ["CHECKPOINT_SUFFIX", "JsonlRecord", "checkpoint_path"]
 
 logger = logging.getLogger("steerable_compaction.record")
 
@@ -19,6 +30,14 @@ SQLITE_MAGIC = b"SQLite format 3\x00"
 _LINE_START = b'{"v":'  # every line the JSONL store writes starts so
 _scan = json.JSONDecoder().raw_decode
 _BLOCK = 1 << 20  # bytes read at a time on open and refresh
+
+CHECKPOINT_SUFFIX = ".checkpoint"
+"""Appended to the record's file name: `s.jsonl` keeps its checkpoint in `s.jsonl.checkpoint`."""
+
+
+def checkpoint_path(record: Path) -> Path:
+    """Where the projection checkpoint of the JSONL record `record` lives."""
+    return record.with_name(record.name + CHECKPOINT_SUFFIX)
 
 
 def _is_torn(tail: bytes) -> bool:
@@ -55,6 +74,7 @@ class JsonlRecord(FileRecord):
     _line = 0
     _needs_newline = False
     _torn: tuple[int, int] | None = None  # a writer's torn final line: (line, bytes), to drop
+    _keeps_checkpoints = True
 
     def _open_reader(self) -> None:
         """Nothing to hold open: each read opens the file afresh."""
@@ -71,11 +91,87 @@ class JsonlRecord(FileRecord):
             lock_writer(fd, self.file)
             if created:
                 fsync_dir(self.file)
+                # A checkpoint left by a record that had this path before is not this one's.
+                checkpoint_path(self.file).unlink(missing_ok=True)
             self._identity = identity(os.fstat(fd))
         except BaseException:
             os.close(fd)
             raise
         self._fd = fd
+
+    def _find_checkpoint(self) -> Checkpoint | None:
+        """The checkpoint file's checkpoint, if the line ending at its offset is the one named."""
+        path = checkpoint_path(self.file)
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            logger.warning("%s: cannot read (%s); reading the whole record", path, exc.strerror)
+            return None
+        try:
+            checkpoint = decode_checkpoint(data)
+        except RecordError as exc:
+            logger.warning("%s: %s; reading the whole record", path, exc.reason)
+            return None
+        size = checkpoint.last_size + 1  # and its newline
+        with open(self.file, "rb") as fh:
+            fh.seek(max(checkpoint.offset - size, 0))
+            line = fh.read(size) if checkpoint.offset >= size else b""
+        if line[-1:] != b"\n" or not bound_to(checkpoint, line[:-1]):
+            logger.warning(
+                "%s: the checkpoint at seq %d does not match the record's line before byte %d "
+                "(left by another file, or the record lost lines); reading the whole record",
+                path,
+                checkpoint.seq,
+                checkpoint.offset,
+            )
+            return None
+        return checkpoint
+
+    def _resume_from(self, checkpoint: Checkpoint) -> None:
+        super()._resume_from(checkpoint)
+        self._offset, self._line = checkpoint.offset, checkpoint.seq
+
+    def _read_before(self, checkpoint: Checkpoint) -> None:
+        """Load the lines before the checkpoint's offset, a block at a time, as `_read_new`."""
+        position = (self._offset, self._line, self._needs_newline)
+        self._offset = self._line = 0
+        try:
+            with open(self.file, "rb") as fh:
+                data, left = b"", checkpoint.offset
+                while left:
+                    more = fh.read(min(max(_BLOCK, len(data)), left))
+                    if not more:
+                        break
+                    left -= len(more)
+                    data += more
+                    complete = data.rfind(b"\n") + 1
+                    if complete:
+                        self._load_lines(data[:complete])
+                        data = data[complete:]
+            if left or data:
+                raise RecordError(
+                    f"the lines before seq {checkpoint.seq} do not end at byte "
+                    f"{checkpoint.offset}, where its checkpoint says",
+                    path=self.file,
+                )
+        finally:
+            self._offset, self._line, self._needs_newline = position
+
+    def _store_checkpoint(self, checkpoint: Checkpoint) -> None:
+        """Replace the checkpoint file (written aside, then renamed; not synced)."""
+        path = checkpoint_path(self.file)
+        aside = path.with_name(path.name + ".tmp")
+        data = encode_checkpoint(replace(checkpoint, offset=self._offset))
+        fd = os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+        finally:
+            os.close(fd)
+        os.replace(aside, path)
 
     def _read_new(self) -> int:
         """Load the lines past those loaded, a block of about `_BLOCK` bytes at a time.
@@ -165,7 +261,7 @@ class JsonlRecord(FileRecord):
 
     def _recovery(self) -> str:
         """How far the file goes against how far its writer got, where a mark says so."""
-        found = len(self._entries)
+        found = len(self)
         mark = self._seen_mark
         if mark is None:
             return f"; the last seq found is {found - 1} (no high-water mark to compare with)"

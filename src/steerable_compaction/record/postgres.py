@@ -19,6 +19,11 @@ append synchronously; `"every_boundary"` commits messages asynchronously and eac
 synchronously (which flushes the server's log up to it, messages before it included);
 `"never"` commits all asynchronously. A killed client loses nothing `append` returned; a crash
 of the server can lose the asynchronous commits of its last moments, never a synchronous one.
+
+Each session's projection checkpoint (`record.checkpoint`) is its row of `steerable_checkpoints
+(session, seq, body)`, a table a writer creates with its first checkpoint (older builds never
+look at it). It is replaced in a transaction of its own after each boundary that replaced a
+span is committed, and trusted only when row `seq - 1` holds, byte for byte, the entry it names.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ except ImportError as exc:  # the `postgres` extra is not installed
 
 from ..errors import RecordConnectionError, RecordError, RecordLockedError
 from .base import FsyncPolicy, Record
+from .checkpoint import Checkpoint, bound_to, decode_checkpoint, encode_checkpoint
 from .codec import CHECKED_SINCE, encode_body, iter_lines, iter_rows
 from .events import Entry
 from .files import bulk_load
@@ -94,9 +100,27 @@ _INSERT = "INSERT INTO steerable_events (session, seq, body) VALUES (%s, %s, %s)
 _COUNT = "UPDATE steerable_sessions SET events = %s WHERE session = %s AND events = %s"
 _JOINED = """
 SELECT count(*), min(seq), max(seq), string_agg(body, decode('0a', 'hex') ORDER BY seq)
-FROM steerable_events WHERE session = %s AND seq >= %s
+FROM steerable_events WHERE session = %s AND seq >= %s AND seq < %s
 """
-_ROWS = "SELECT seq, body FROM steerable_events WHERE session = %s AND seq >= %s ORDER BY seq"
+_ROWS = (
+    "SELECT seq, body FROM steerable_events WHERE session = %s AND seq >= %s AND seq < %s "
+    "ORDER BY seq"
+)
+_NO_STOP = 1 << 62  # no seq reaches it: read to the end
+_CHECKPOINT_TABLE = (
+    "CREATE TABLE IF NOT EXISTS steerable_checkpoints "
+    "(session text PRIMARY KEY, seq bigint NOT NULL, body bytea NOT NULL)"
+)
+_HAS_CHECKPOINTS = "SELECT to_regclass(quote_ident(current_schema()) || '.steerable_checkpoints')"
+_FIND_CHECKPOINT = """
+SELECT c.seq, c.body, e.body FROM steerable_checkpoints c
+LEFT JOIN steerable_events e ON e.session = c.session AND e.seq = c.seq - 1
+WHERE c.session = %s
+"""
+_STORE_CHECKPOINT = """
+INSERT INTO steerable_checkpoints (session, seq, body) VALUES (%s, %s, %s)
+ON CONFLICT (session) DO UPDATE SET seq = EXCLUDED.seq, body = EXCLUDED.body
+"""
 _DDL_LOCK = int.from_bytes(
     hashlib.blake2b(b"steerable-compaction ddl", digest_size=8).digest(), "big", signed=True
 )
@@ -237,6 +261,7 @@ class PostgresRecord(Record):
     session gets `RecordLockedError`, after waiting up to `lock_timeout` seconds for the first
     to let go (a killed writer's connection ends a moment after its process). Every failure to
     connect, or a connection that breaks, is a `RecordConnectionError`: reopen to resume.
+    The open resumes from the session's projection checkpoint (`full=True`: reads every row).
     """
 
     _conn: psycopg.Connection[Any] | None = None
@@ -244,6 +269,9 @@ class PostgresRecord(Record):
     _in_transaction = False  # a batch's transaction is open (a hook is attached)
     _batch_first: int | None = None  # the seq of the open batch's first entry
     _unsynced = False  # an asynchronous commit since the last synchronous one
+    _stop = _NO_STOP  # loading reads rows before this seq (the entries before a checkpoint)
+    _checkpoints_table = False  # this handle made sure `steerable_checkpoints` exists
+    _keeps_checkpoints = True
 
     def __init__(
         self,
@@ -254,6 +282,7 @@ class PostgresRecord(Record):
         fsync: FsyncPolicy = "every_boundary",
         lock_timeout: float = 0.0,
         connect_timeout: float = 10.0,
+        full: bool = False,
     ) -> None:
         super().__init__(path=None, readonly=readonly, fsync=fsync)
         self._queued: list[tuple[str, int, bytes]] = []  # a batch's rows, sent at its end
@@ -268,6 +297,9 @@ class PostgresRecord(Record):
             self._conn = _connect(self._url, params, connect_timeout)
             with self._failures():
                 self._open(lock_timeout)
+                checkpoint = None if full else self._find_checkpoint()
+            if checkpoint is not None:
+                self._resume_from(checkpoint)
             self._read()
         except BaseException:
             self._close()
@@ -352,9 +384,79 @@ class PostgresRecord(Record):
         with self._failures(), bulk_load():
             return self._read_new()
 
+    def _find_checkpoint(self) -> Checkpoint | None:
+        """The session's checkpoint, if row `seq - 1` holds the entry it names."""
+        try:
+            found = self._live().execute(_FIND_CHECKPOINT, (self._session,)).fetchone()
+        except pg_errors.UndefinedTable:
+            return None  # written by an older build, or never compacted
+        if found is None:
+            return None
+        seq, body, last = found
+        try:
+            checkpoint = decode_checkpoint(bytes(body))
+        except RecordError as exc:
+            logger.warning("%s: %s; reading the whole record", self.location, exc.reason)
+            return None
+        if checkpoint.seq != seq or not bound_to(checkpoint, None if last is None else bytes(last)):
+            logger.warning(
+                "%s: the checkpoint at seq %d does not match row %d (the rows were lost or "
+                "changed); reading the whole record",
+                self.location,
+                seq,
+                seq - 1,
+            )
+            return None
+        return checkpoint
+
+    def _read_head(self, checkpoint: Checkpoint) -> None:
+        """Load rows `[0, checkpoint.seq)` in one snapshot, checked as on open."""
+        self._stop = checkpoint.seq
+        try:
+            with self._failures(), bulk_load():
+                conn = self._live()
+                cur = conn.cursor(binary=True)
+                with conn.transaction():
+                    conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                    joined = self._joined(cur, 0)
+                    rows = self._rows(cur, 0) if joined is None else []
+                if joined is not None:
+                    try:
+                        self._load(iter_lines(joined))
+                    except RecordError:
+                        with conn.transaction():
+                            rows = self._rows(cur, len(self._entries))
+                        self._load_rows(rows)
+                        raise
+                else:
+                    self._load_rows(rows)
+        finally:
+            self._stop = _NO_STOP
+        if len(self._entries) != checkpoint.seq:
+            raise self._error(
+                f"the session holds {len(self._entries)} rows before its checkpoint at seq "
+                f"{checkpoint.seq}: rows were lost"
+            )
+
+    def _store_checkpoint(self, checkpoint: Checkpoint) -> None:
+        """Replace the session's checkpoint row in a transaction of its own."""
+        conn = self._live()
+        with self._failures():
+            if not self._checkpoints_table:
+                with conn.transaction():  # one creator at a time, as for the other tables
+                    conn.execute("SELECT pg_advisory_xact_lock(%s)", (_DDL_LOCK,))
+                    # Looked up first: `CREATE ... IF NOT EXISTS` needs `CREATE` on the schema.
+                    if conn.execute(_HAS_CHECKPOINTS).fetchone() == (None,):
+                        conn.execute(_CHECKPOINT_TABLE)
+                self._checkpoints_table = True
+            conn.execute(
+                _STORE_CHECKPOINT,
+                (self._session, checkpoint.seq, encode_checkpoint(checkpoint)),
+            )
+
     def _read_new(self) -> int:
         """Load the rows past those loaded, checked against the session's count (one snapshot)."""
-        conn, before = self._live(), len(self._entries)
+        conn, before = self._live(), len(self)
         cur = conn.cursor(binary=True)
         with conn.transaction():
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
@@ -371,23 +473,21 @@ class PostgresRecord(Record):
                 self._load(iter_lines(joined))
             except RecordError:
                 with conn.transaction():  # read them again one by one, to name the row at fault
-                    rows = self._rows(cur, len(self._entries))
+                    rows = self._rows(cur, len(self))
                 self._load_rows(rows)
                 raise
         else:
             self._load_rows(rows)
-        if count != len(self._entries):
-            what = "rows were lost" if count > len(self._entries) else "rows were added uncounted"
-            raise self._error(
-                f"the session holds {len(self._entries)} events but counted {count}: {what}"
-            )
-        return len(self._entries) - before
+        if count != len(self):
+            what = "rows were lost" if count > len(self) else "rows were added uncounted"
+            raise self._error(f"the session holds {len(self)} events but counted {count}: {what}")
+        return len(self) - before
 
     def _joined(self, cur: psycopg.Cursor[Any], first: int) -> bytes | None:
         """Rows `first`... as newline-terminated lines, or `None` if they cannot be so read."""
         try:
             with self._live().transaction():  # a savepoint: a join too large fails alone
-                found = cur.execute(_JOINED, (self._session, first)).fetchone()
+                found = cur.execute(_JOINED, (self._session, first, self._stop)).fetchone()
         except pg_errors.ProgramLimitExceeded:  # pragma: no cover - over a gigabyte of rows
             return None
         assert found is not None
@@ -399,10 +499,11 @@ class PostgresRecord(Record):
         return bytes(joined) + b"\n"
 
     def _rows(self, cur: psycopg.Cursor[Any], first: int) -> list[tuple[int, bytes]]:
-        return [(int(seq), bytes(body)) for seq, body in cur.execute(_ROWS, (self._session, first))]
+        rows = cur.execute(_ROWS, (self._session, first, self._stop))
+        return [(int(seq), bytes(body)) for seq, body in rows]
 
     def _load_rows(self, rows: list[tuple[int, bytes]]) -> None:
-        first = len(self._entries)
+        first = len(self)
         for i, (seq, _) in enumerate(rows):
             if seq != first + i:
                 raise self._error(f"row {first + i} is missing (the next is {seq})", line=first + i)
@@ -418,9 +519,9 @@ class PostgresRecord(Record):
         try:
             self._ingest(objs, check_version)
         except RecordError as exc:
-            raise self._error(exc.reason, line=len(self._entries)) from None
+            raise self._error(exc.reason, line=len(self)) from None
         except RecursionError:
-            raise self._error("an entry nested too deeply", line=len(self._entries)) from None
+            raise self._error("an entry nested too deeply", line=len(self)) from None
 
     def refresh(self) -> int:
         """Read entries the session's writer appended since this (read-only) handle loaded."""
@@ -536,7 +637,7 @@ class PostgresRecord(Record):
                         conn.execute("SET LOCAL synchronous_commit = on")
                     if queued:
                         conn.cursor().executemany(_INSERT, queued)
-                    cur = conn.execute(_COUNT, (len(self._entries), self._session, first))
+                    cur = conn.execute(_COUNT, (len(self), self._session, first))
                 if cur.rowcount != 1:
                     self._lost_writer()
                 conn.execute("COMMIT")

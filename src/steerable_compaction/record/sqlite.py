@@ -14,6 +14,12 @@ without a word. The writer's high-water mark (`record.mark`, a file beside the d
 what notices that; a writer checks it through a read-only connection before it opens a
 writable one, because closing the last writable connection checkpoints the log into the
 database and deletes it, which would destroy what a refused open must leave untouched.
+
+The projection checkpoint (`record.checkpoint`) is the one row of `projection_checkpoint
+(key, body)`, a table a writer creates with its first checkpoint (older builds open the
+database as before: they look for `events` and `meta` only). It is replaced in a transaction of
+its own after each boundary that replaced a span is committed, and trusted only when row
+`seq - 1` holds, byte for byte, the entry it names.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import sqlite3
 from typing import Any, Literal
 
 from ..errors import RecordError, RecordLockedError
+from .checkpoint import Checkpoint, bound_to, decode_checkpoint, encode_checkpoint
 from .codec import encode_body, iter_lines, iter_rows
 from .events import Entry
 from .files import FileRecord, identity, lock_writer, sync
@@ -45,6 +52,11 @@ Format = Literal["empty", "v3", "v4"]
 # an error message or a text value holds bytes that are not UTF-8.
 _ERRORS = (sqlite3.Error, UnicodeDecodeError)
 _CHUNK_ROWS = 2_000  # rows read as one blob (of 2k-1M tried, 2k read 100k rows fastest)
+_NO_STOP = 1 << 62  # no seq reaches it: read to the end
+_CHECKPOINT = (
+    "CREATE TABLE IF NOT EXISTS projection_checkpoint "
+    "(key INTEGER PRIMARY KEY CHECK (key = 0), body BLOB NOT NULL)"
+)
 
 
 class SqliteRecord(FileRecord):
@@ -60,6 +72,8 @@ class SqliteRecord(FileRecord):
     _conn: sqlite3.Connection | None = None
     _counted = False  # the database keeps a row count (schema v4 on)
     _count: int | None = None  # the row count a writer last committed
+    _stop = _NO_STOP  # loading reads rows before this seq (the entries before a checkpoint)
+    _keeps_checkpoints = True
 
     @property
     def _lock_path(self) -> str:
@@ -196,19 +210,94 @@ class SqliteRecord(FileRecord):
             conn.execute("COMMIT")
         except _ERRORS as exc:
             raise self._error(exc) from None
-        if self._counted and (type(count) is not int or count > len(self._entries)):
+        if self._counted and (type(count) is not int or count > len(self)):
             raise RecordError(
-                f"the database holds {len(self._entries)} events but counted {count!r}: "
-                "rows were lost",
+                f"the database holds {len(self)} events but counted {count!r}: rows were lost",
                 path=self.file,
             )
         if not self._readonly:
             self._count = count if type(count) is int else None
         return len(self._entries) - before
 
+    def _find_checkpoint(self) -> Checkpoint | None:
+        """The checkpoint row, if row `seq - 1` holds the entry it names."""
+        try:
+            found = self._fetch("SELECT CAST(body AS BLOB) FROM projection_checkpoint")
+        except RecordError as exc:
+            if "no such table" in exc.reason:
+                return None  # written by an older build, or never compacted
+            raise
+        if not found or type(found[0][0]) is not bytes:
+            return None
+        try:
+            checkpoint = decode_checkpoint(found[0][0])
+        except RecordError as exc:
+            logger.warning("%s: %s; reading the whole record", self.file, exc.reason)
+            return None
+        row = self._fetch("SELECT CAST(body AS BLOB) FROM events WHERE seq = ?", checkpoint.seq - 1)
+        if not row or not bound_to(checkpoint, row[0][0]):
+            logger.warning(
+                "%s: the checkpoint at seq %d does not match row %d (the rows were lost or "
+                "changed); reading the whole record",
+                self.file,
+                checkpoint.seq,
+                checkpoint.seq - 1,
+            )
+            return None
+        return checkpoint
+
+    def _read_before(self, checkpoint: Checkpoint) -> None:
+        """Load rows `[0, checkpoint.seq)` in one read snapshot (inside an open batch: its own)."""
+        assert self._conn is not None
+        conn = self._conn
+        own = not conn.in_transaction
+        self._stop = checkpoint.seq
+        try:
+            if own:
+                conn.execute("BEGIN")
+            while self._load_chunk():
+                pass
+            if own:
+                conn.execute("COMMIT")
+        except _ERRORS as exc:
+            raise self._error(exc) from None
+        finally:
+            self._stop = _NO_STOP
+            if own and conn.in_transaction:
+                with contextlib.suppress(*_ERRORS):
+                    conn.execute("ROLLBACK")
+        if len(self._entries) != checkpoint.seq:
+            raise RecordError(
+                f"the database holds {len(self._entries)} rows before its checkpoint at seq "
+                f"{checkpoint.seq}: rows were lost",
+                path=self.file,
+            )
+
+    def _store_checkpoint(self, checkpoint: Checkpoint) -> None:
+        """Replace the checkpoint row in a transaction of its own (synced as any commit)."""
+        assert self._conn is not None
+        conn = self._conn
+        body = encode_checkpoint(checkpoint)
+        try:
+            self._check_lock()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.execute(_CHECKPOINT)
+                conn.execute(
+                    "INSERT OR REPLACE INTO projection_checkpoint (key, body) VALUES (0, ?)",
+                    (body,),
+                )
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+        except _ERRORS as exc:
+            raise RecordError(f"cannot keep a checkpoint: {exc}", path=self.file) from None
+
     def _load_chunk(self) -> bool:
         """Load the next chunk of rows; False once every row is loaded."""
-        first = len(self._entries)
+        first = len(self)
         joined = self._joined(first)
         if joined is None:
             self._load_rows(self._rows(first))
@@ -218,7 +307,7 @@ class SqliteRecord(FileRecord):
         try:
             self._load_objects(iter_lines(joined), lambda i: first + i)
         except RecordError:
-            self._load_rows(self._rows(len(self._entries)))  # raises naming the row
+            self._load_rows(self._rows(len(self)))  # raises naming the row
             raise
         return True
 
@@ -238,16 +327,17 @@ class SqliteRecord(FileRecord):
                 "SELECT count(*), count(body), min(seq), max(seq), "
                 "CAST(group_concat(body, char(10)) AS BLOB) "
                 "FROM (SELECT seq, body FROM events WHERE seq >= ? AND seq < ? ORDER BY seq)",
-                (first, first + _CHUNK_ROWS),
+                (first, min(first + _CHUNK_ROWS, self._stop)),
             ).fetchone()
         except sqlite3.DataError:  # more than SQLite's largest string: one by one
             return None
         except _ERRORS as exc:
             raise self._error(exc) from None
         if not rows:  # the end, or a gap in seq (read one by one, that names the row after it)
-            return (
-                None if self._fetch("SELECT 1 FROM events WHERE seq >= ? LIMIT 1", first) else b""
+            found = self._fetch(
+                "SELECT 1 FROM events WHERE seq >= ? AND seq < ? LIMIT 1", first, self._stop
             )
+            return None if found else b""
         if low != first or high - low + 1 != rows or bodies != rows or type(joined) is not bytes:
             return None  # a gap, or a NULL body (left out of the join)
         if joined.count(b"\n") != rows - 1:
@@ -256,7 +346,9 @@ class SqliteRecord(FileRecord):
 
     def _rows(self, first: int) -> list[tuple[int, object]]:
         return self._fetch(
-            "SELECT seq, CAST(body AS BLOB) FROM events WHERE seq >= ? ORDER BY seq", first
+            "SELECT seq, CAST(body AS BLOB) FROM events WHERE seq >= ? AND seq < ? ORDER BY seq",
+            first,
+            self._stop,
         )
 
     def _load_rows(self, rows: list[tuple[int, object]]) -> None:
@@ -382,7 +474,7 @@ class SqliteRecord(FileRecord):
         if not conn.in_transaction:
             return
         try:
-            conn.execute("UPDATE meta SET value = ? WHERE key = 'events'", (len(self._entries),))
+            conn.execute("UPDATE meta SET value = ? WHERE key = 'events'", (len(self),))
             conn.execute("COMMIT")
             if durable and self._fsync == "every_boundary":
                 fd = os.open(f"{self.file}-wal", os.O_RDONLY)
@@ -394,19 +486,17 @@ class SqliteRecord(FileRecord):
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise RecordError(f"cannot commit: {exc}", path=self.file) from None
-        self._count = len(self._entries)
+        self._count = len(self)
         self._check_identity()
-        self._advance_mark(len(self._entries), synced=durable)
+        self._advance_mark(len(self), synced=durable)
 
     def _close(self) -> None:
         if self._conn is not None:
             conn, self._conn = self._conn, None
-            lagging = self._count is not None and self._count < len(self._entries)
+            lagging = self._count is not None and self._count < len(self)
             if not self._readonly and self._broken is None and lagging:
                 try:  # the count only ever lags behind the rows; a failure leaves it so
-                    conn.execute(
-                        "UPDATE meta SET value = ? WHERE key = 'events'", (len(self._entries),)
-                    )
+                    conn.execute("UPDATE meta SET value = ? WHERE key = 'events'", (len(self),))
                 except _ERRORS as exc:
                     logger.warning("%s: the row count stays behind: %s", self.file, exc)
             conn.close()  # the last connection checkpoints the log: synced, unless `never`

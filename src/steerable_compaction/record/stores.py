@@ -28,17 +28,22 @@ __all__ = [
 
 
 def open_record(
-    path: str | os.PathLike[str], *, readonly: bool = False, fsync: FsyncPolicy = "every_boundary"
+    path: str | os.PathLike[str],
+    *,
+    readonly: bool = False,
+    fsync: FsyncPolicy = "every_boundary",
+    full: bool = False,
 ) -> Record:
     """Open a JSONL or SQLite record, chosen by the file's first bytes (or, if new, its suffix).
 
     A `postgresql://` URL opens a `PostgresRecord` (the `postgres` extra), its session named by
-    the URL's `session=` parameter (default `"default"`).
+    the URL's `session=` parameter (default `"default"`). The record resumes from its newest
+    projection checkpoint unless `full=True` (`record.base`, "Resuming").
     """
     if is_postgres_url(path):
         from .postgres import PostgresRecord
 
-        return PostgresRecord(str(path), readonly=readonly, fsync=fsync)
+        return PostgresRecord(str(path), readonly=readonly, fsync=fsync, full=full)
     p = Path(path)
     kind = "jsonl"
     if p.exists():
@@ -48,5 +53,5 @@ def open_record(
     elif p.suffix.lower() in {".sqlite", ".sqlite3", ".db"}:
         kind = "sqlite"
     if kind == "sqlite":
-        return SqliteRecord(p, readonly=readonly, fsync=fsync)
-    return JsonlRecord(p, readonly=readonly, fsync=fsync)
+        return SqliteRecord(p, readonly=readonly, fsync=fsync, full=full)
+    return JsonlRecord(p, readonly=readonly, fsync=fsync, full=full)
