@@ -72,6 +72,7 @@ the large tier's 0.1 (16,000 tokens at a 160,000 threshold) is a judgement, not 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -157,6 +158,7 @@ def _check_int(key: str, value: object) -> int:
     return value
 
 
+@functools.lru_cache(maxsize=512)  # the engine asks for the threshold every step
 def _scaled(window: int, ratio: float) -> int:
     """`floor(window * ratio)` in decimal arithmetic, so 0.29 * 100 is 29, not 28."""
     return int(Decimal(window) * Decimal(repr(ratio)))

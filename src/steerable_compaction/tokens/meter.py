@@ -152,7 +152,12 @@ class TokenMeter:
                 f"the transcript has {count} messages but the meter is anchored on the first "
                 f"{self._anchor_count}; call rewrite() when the transcript is replaced"
             )
-        raw = sum(self._raw(messages[i]) for i in range(self._anchor_count, count))
+        raw = 0
+        cache, price = self._cache, self._raw
+        for i in range(self._anchor_count, count):  # a step adds a few: no generator for them
+            message = messages[i]
+            entry = cache.get(id(message))
+            raw += entry[1] if entry is not None and entry[0] is message else price(message)
         if self._online and self._observed is not None:
             self._pending = (self._epoch, count, raw)
         total = self._anchor_tokens + self._scaled(raw)
