@@ -589,3 +589,16 @@ def test_the_fast_code_line_and_shape_agree_on_every_corpus_line() -> None:
         assert module._code_line(line) == bool(module._CODE.search(line)), line
         if line.isascii():
             assert module._shape(line) == names.sub("a", line.translate(table)), line
+
+
+@given(st.lists(st.text(alphabet=st.sampled_from(list("ab_Z09 ,\n.é中文١")), max_size=12)))
+def test_the_shapes_of_a_message_made_at_once_equal_each_shape_made_alone(
+    clauses: list[str],
+) -> None:
+    """`_shapes` joins a message's clauses for one substitution; each shape is as `_shape` makes it.
+
+    A clause holding a newline (a JSON line unquoted) falls back to one shape at a time.
+    """
+    import steerable_compaction.compaction.retention as module
+
+    assert module._shapes(clauses) == [module._shape(clause) for clause in clauses]
