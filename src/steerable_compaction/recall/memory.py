@@ -197,7 +197,11 @@ class WordIndex:
 _NARROWING = 4  # the most token constraints intersected; verification does the rest
 _FEW = 64
 _WORDS = re.compile(f"[^\\W{CJK}]+")
-_ASCII_WORDS = re.compile("[a-z0-9_]+")  # the same words in case-folded ASCII text, faster
+# The same words in case-folded ASCII text, faster: every byte not of a word made a space (one
+# byte map), then one split (the words' regex cost twice as much).
+_ASCII_WORD_BYTES = bytes(
+    byte if chr(byte) in "abcdefghijklmnopqrstuvwxyz0123456789_" else 32 for byte in range(256)
+)
 _CJK_RUNS = re.compile(f"[{CJK}]+")
 
 
@@ -212,7 +216,7 @@ def _cjk_chars(folded: str) -> set[str]:
 def _tokens(folded: str) -> set[str]:
     """The distinct words and CJK characters of a case-folded text."""
     if folded.isascii():
-        return set(_ASCII_WORDS.findall(folded))
+        return set(folded.encode().translate(_ASCII_WORD_BYTES).decode().split())
     tokens = set(_WORDS.findall(folded))
     tokens.update(_cjk_chars(folded))
     return tokens
