@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Literal, assert_never
+from typing import Literal, assert_never, get_args
 
 from .brackets import BracketRunner
 from .compaction import (
@@ -97,6 +97,9 @@ PROBABLE_OVERFLOW_RATIO = 0.9
 
 
 # -- the engine shell ---------------------------------------------------------------------------
+
+
+_QUIET = {gate: PreStepAction(gate=gate) for gate in get_args(Gate)}  # frozen: shared by steps
 
 
 class CompactionHooks:
@@ -203,7 +206,7 @@ class CompactionHooks:
         if gate in ("compact", "limit"):
             return None
         self._state = after
-        return PreStepAction(gate=gate)
+        return _QUIET[gate]
 
     async def pre_step(self, ctx: StepContext, /) -> PreStepAction:
         """Compact when a path calls for it, then make sure the request fits the window."""
