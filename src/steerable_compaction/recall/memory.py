@@ -129,6 +129,7 @@ class WordIndex:
     ) -> None:
         """Index the messages appended since the last update (spill files read from there)."""
         postings = self._postings
+        get = postings.get  # bound once: a message holds a hundred or more tokens
         for entry in entries[self.done :]:
             event = entry.event
             if not isinstance(event, MessageAppended):
@@ -136,7 +137,7 @@ class WordIndex:
             seq = entry.seq
             folded = searchable(event.message, spill_directory).casefold()
             for token in _tokens(folded):
-                seqs = postings.get(token)
+                seqs = get(token)
                 if seqs is None:
                     postings[token] = array(_SEQ_TYPE, (seq,))
                     if not _is_cjk(token):
@@ -218,5 +219,5 @@ def _tokens(folded: str) -> set[str]:
     if folded.isascii():
         return set(folded.encode().translate(_ASCII_WORD_BYTES).decode().split())
     tokens = set(_WORDS.findall(folded))
-    tokens.update(_cjk_chars(folded))
+    tokens.update("".join(_CJK_RUNS.findall(folded)))  # its characters, with no set between
     return tokens
