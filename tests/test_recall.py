@@ -519,3 +519,20 @@ def test_ascii_text_is_split_into_the_words_of_the_word_pattern(text: str) -> No
 
     folded = text.casefold()
     assert _tokens(folded) == set(re.findall("[a-z0-9_]+", folded))
+
+
+_MIXED = list("ab1_ -,.é中文的。\uff0cひらカナ한\u3005")  # words, CJK runs, CJK punctuation
+
+
+@given(st.text(alphabet=st.sampled_from(_MIXED), max_size=40))
+def test_a_text_is_split_into_its_words_and_its_cjk_characters(text: str) -> None:
+    """Tokens are the words outside CJK runs (a run ends a word) and each CJK character."""
+    import re
+
+    from steerable_compaction.recall.memory import _tokens
+    from steerable_compaction.recall.text import CJK
+
+    folded = text.casefold()
+    words = set(re.findall(f"[^\\W{CJK}]+", folded))
+    chars = set("".join(re.findall(f"[{CJK}]+", folded)))
+    assert _tokens(folded) == words | chars

@@ -204,6 +204,7 @@ _ASCII_WORD_BYTES = bytes(
     byte if chr(byte) in "abcdefghijklmnopqrstuvwxyz0123456789_" else 32 for byte in range(256)
 )
 _CJK_RUNS = re.compile(f"[{CJK}]+")
+_CJK_SPLIT = re.compile(f"([{CJK}]+)")
 
 
 def _is_cjk(token: str) -> bool:
@@ -218,6 +219,13 @@ def _tokens(folded: str) -> set[str]:
     """The distinct words and CJK characters of a case-folded text."""
     if folded.isascii():
         return set(folded.encode().translate(_ASCII_WORD_BYTES).decode().split())
-    tokens = set(_WORDS.findall(folded))
-    tokens.update("".join(_CJK_RUNS.findall(folded)))  # its characters, with no set between
+    # One pass splits the text at its CJK runs (the odd pieces); the words are those of the
+    # rest, each run a boundary, so the word pattern scans only the few characters left.
+    pieces = _CJK_SPLIT.split(folded)
+    rest = " ".join(pieces[0::2])
+    if rest.isascii():
+        tokens = set(rest.encode().translate(_ASCII_WORD_BYTES).decode().split())
+    else:
+        tokens = set(_WORDS.findall(rest))
+    tokens.update("".join(pieces[1::2]))  # the runs' characters, with no set between
     return tokens
