@@ -140,7 +140,7 @@ class WordIndex:
                 seqs = get(token)
                 if seqs is None:
                     postings[token] = array(_SEQ_TYPE, (seq,))
-                    if not _is_cjk(token):
+                    if len(token) > 1 or not _is_cjk(token):  # CJK tokens are characters
                         self._add_word(token)
                 else:
                     seqs.append(seq)
