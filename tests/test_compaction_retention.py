@@ -7,6 +7,9 @@ import re
 from pathlib import Path
 from typing import Any
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from steerable_compaction import Message
 from steerable_compaction.compaction.provenance import history_ref, parse_history_refs
 from steerable_compaction.compaction.retention import (
@@ -540,3 +543,62 @@ def test_a_giant_message_is_read_at_its_ends_only() -> None:
     block = check([Message.user(text)], budget=2000).block
     assert "AKVDHHYVWEPX" in block and "99871" in block
     assert "41234" not in block
+
+
+_CORPORA = Path(__file__).resolve().parent.parent / "benchmarks" / "corpora"
+_SAMPLE_LINES = [
+    "    indented = 1",
+    "\tx",
+    "def f(x):",
+    "definitely prose.",
+    "return",
+    "@dataclass(frozen=True)",
+    "  @property  ",
+    "@ana said hi",
+    "a dict {",
+    "call(  \u2003",
+    "ends with a colon:\u00a0",
+    "  ",
+    "",
+    "é: ü",
+    "x = 1  # done;",
+    "@a.b(c) d",
+]
+
+
+@given(st.text(alphabet=st.sampled_from(list(" \t\u3000:;{}(,@._-defclasimportx1é")), max_size=24))
+def test_the_fast_code_line_test_agrees_with_the_code_pattern(line: str) -> None:
+    """`_code_line` is `_CODE.search` exactly: the same lines read as code, the same facts."""
+    import steerable_compaction.compaction.retention as module
+
+    assert module._code_line(line) == bool(module._CODE.search(line))
+
+
+def test_the_fast_code_line_and_shape_agree_on_every_corpus_line() -> None:
+    """On real text (the benchmark corpora), `_code_line` and `_shape` match their regexes."""
+    import steerable_compaction.compaction.retention as module
+
+    names = re.compile("a+")
+    table = str.maketrans(
+        "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_", "#" * 10 + "a" * 53
+    )
+    lines = list(_SAMPLE_LINES)
+    for path in sorted(_CORPORA.glob("*.*")):
+        lines += path.read_text(encoding="utf-8").split("\n")
+    for line in lines:
+        assert module._code_line(line) == bool(module._CODE.search(line)), line
+        if line.isascii():
+            assert module._shape(line) == names.sub("a", line.translate(table)), line
+
+
+@given(st.lists(st.text(alphabet=st.sampled_from(list("ab_Z09 ,\n.é中文١")), max_size=12)))
+def test_the_shapes_of_a_message_made_at_once_equal_each_shape_made_alone(
+    clauses: list[str],
+) -> None:
+    """`_shapes` joins a message's clauses for one substitution; each shape is as `_shape` makes it.
+
+    A clause holding a newline (a JSON line unquoted) falls back to one shape at a time.
+    """
+    import steerable_compaction.compaction.retention as module
+
+    assert module._shapes(clauses) == [module._shape(clause) for clause in clauses]

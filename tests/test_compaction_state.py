@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
@@ -260,3 +261,25 @@ def test_r33_the_refill_count_is_bounded() -> None:
         state = at_step(state, round_=n + 1, turn=0)
         state = after_pressure_compaction(state, POLICY, post_tokens=100, effective=True)
     assert state.rapid_refills == POLICY.max_rapid_refills and state.circuit == "rapid_refill"
+
+
+def test_the_generated_replace_matches_dataclasses_replace_on_every_field() -> None:
+    """The state module's fast `replace` sets each field like `dataclasses.replace` does."""
+    from dataclasses import fields
+
+    from steerable_compaction.compaction import state as module
+
+    base = EngineState(round=3, turn=2, circuit="rapid_refill", probable_tried=(1, 2))
+    values: dict[str, Any] = {
+        "circuit": "consecutive_failures",
+        "manual_focus": "the port",
+        "probable_tried": (4, 5),
+    }
+    for field in fields(EngineState):
+        value = values.get(field.name, 7 if isinstance(getattr(base, field.name), int) else True)
+        made = module.replace(base, **{field.name: value})
+        assert made == replace(base, **{field.name: value})
+        assert type(made) is EngineState
+    assert module.replace(base) == base
+    with pytest.raises(TypeError):
+        module.replace(base, no_such_field=1)

@@ -10,6 +10,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from steerable_compaction.errors import RecallError
 from steerable_compaction.messages import ImagePart, Message, TextPart, ToolCall, ToolResult
@@ -506,3 +508,31 @@ def test_a_page_holds_as_much_as_the_budget_allows() -> None:
     text = render(record.history()[0].event.message)  # type: ignore[union-attr]
     assert page.next_offset == len(page.text) > 0
     assert estimate_tokens(page.text) <= 16 < estimate_tokens(text[: len(page.text) + 1])
+
+
+@given(st.text(alphabet=st.characters(max_codepoint=127), max_size=60))
+def test_ascii_text_is_split_into_the_words_of_the_word_pattern(text: str) -> None:
+    """The byte-map tokenizer of case-folded ASCII text finds exactly the `[a-z0-9_]+` runs."""
+    import re
+
+    from steerable_compaction.recall.memory import _tokens
+
+    folded = text.casefold()
+    assert _tokens(folded) == set(re.findall("[a-z0-9_]+", folded))
+
+
+_MIXED = list("ab1_ -,.é中文的。\uff0cひらカナ한\u3005")  # words, CJK runs, CJK punctuation
+
+
+@given(st.text(alphabet=st.sampled_from(_MIXED), max_size=40))
+def test_a_text_is_split_into_its_words_and_its_cjk_characters(text: str) -> None:
+    """Tokens are the words outside CJK runs (a run ends a word) and each CJK character."""
+    import re
+
+    from steerable_compaction.recall.memory import _tokens
+    from steerable_compaction.recall.text import CJK
+
+    folded = text.casefold()
+    words = set(re.findall(f"[^\\W{CJK}]+", folded))
+    chars = set("".join(re.findall(f"[{CJK}]+", folded)))
+    assert _tokens(folded) == words | chars

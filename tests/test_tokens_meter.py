@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -50,9 +51,9 @@ def test_r7_pressure_costs_o_new_messages(monkeypatch: pytest.MonkeyPatch) -> No
     calls: list[Message] = []
     real = tokens.estimate._message_cost
 
-    def counting(message: Message, cal: tokens.Calibration) -> int:
+    def counting(message: Message, cal: tokens.Calibration, *price: Any) -> int:
         calls.append(message)
-        return real(message, cal)
+        return real(message, cal, *price)
 
     monkeypatch.setattr(tokens.meter, "_message_cost", counting)
     messages = transcript(500)
@@ -283,9 +284,9 @@ def test_r7_the_first_whole_estimate_anchors_later_calls_before_any_usage(
     calls: list[Message] = []
     real = tokens_module.estimate._message_cost
 
-    def counting(message: Message, cal: tokens_module.Calibration) -> int:
+    def counting(message: Message, cal: tokens_module.Calibration, *price: Any) -> int:
         calls.append(message)
-        return real(message, cal)
+        return real(message, cal, *price)
 
     monkeypatch.setattr(tokens_module.meter, "_message_cost", counting)
     meter._cache.clear()

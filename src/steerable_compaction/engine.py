@@ -15,7 +15,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Literal, assert_never
+from typing import Literal, assert_never, get_args
 
 from .brackets import BracketRunner
 from .compaction import (
@@ -102,6 +102,9 @@ PROBABLE_OVERFLOW_RATIO = 0.9
 
 
 # -- the engine shell ---------------------------------------------------------------------------
+
+
+_QUIET = {gate: PreStepAction(gate=gate) for gate in get_args(Gate)}  # frozen: shared by steps
 
 
 class CompactionHooks:
@@ -219,12 +222,16 @@ class CompactionHooks:
         after, gate = gate_round(state, self.policy, pressure)
         if gate in ("compact", "limit") or self._cold_due(after, pressure):
             return None
-        self._state = self._sent(after, pressure)
-        return PreStepAction(gate=gate)
+        self._state = self._sent(after, pressure, pressure)
+        return _QUIET[gate]
 
-    def _sent(self, state: EngineState, start: int) -> EngineState:
-        """`state` once this step's request leaves (`start`: the pressure the step began at)."""
-        return after_send(state, at=self._clock(), start_tokens=start, sent_tokens=self.pressure())
+    def _sent(self, state: EngineState, start: int, sent: int | None = None) -> EngineState:
+        """`state` once this step's request leaves (`start`: the pressure the step began at).
+
+        `sent` is what the request carries (default: the pressure now).
+        """
+        tokens = self.pressure() if sent is None else sent
+        return after_send(state, at=self._clock(), start_tokens=start, sent_tokens=tokens)
 
     async def pre_step(self, ctx: StepContext, /) -> PreStepAction:
         """Compact when a path calls for it, then make sure the request fits the window."""

@@ -76,6 +76,7 @@ compacts at. The catalogue's provider terms fill them; see `_CACHES`.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -161,6 +162,7 @@ def _check_int(key: str, value: object) -> int:
     return value
 
 
+@functools.lru_cache(maxsize=512)  # the engine asks for the threshold every step
 def _scaled(window: int, ratio: float) -> int:
     """`floor(window * ratio)` in decimal arithmetic, so 0.29 * 100 is 29, not 28."""
     return int(Decimal(window) * Decimal(repr(ratio)))

@@ -13,7 +13,7 @@ gets its `no result recorded` answer after the results that follow its assistant
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Protocol, cast
 
 from ..messages import Message, ToolCall
 from ..record.events import CompactionBoundary, Entry
@@ -137,7 +137,9 @@ class PairRepair:
         self._out.append(message)
         parts = message.parts
         if message.role == "assistant" and parts and isinstance(parts[-1], ToolCall):
-            self._issue(message.tool_calls, index)  # calls come last in an assistant message
+            # Calls come last in an assistant message; a lone call is all its parts.
+            calls = cast("tuple[ToolCall]", parts) if len(parts) == 1 else message.tool_calls
+            self._issue(calls, index)
 
     def _answer(self, call_id: str, message: Message) -> None:
         """Put a result in place; the call it answers loses its `no result` message."""

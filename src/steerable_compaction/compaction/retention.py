@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
@@ -80,6 +80,7 @@ _SENTENCE_BREAK = re.compile(r"[a-z]+\.[A-Z][a-z]+")  # "green.Now": a missing s
 _SEPARATOR = re.compile(r"[:=\uff1a]|\b(?:is|are|was|equals)\b|为|是|は")
 _VALUE = re.compile(r"\s*([^\s,;\u3002\u3001\uff0c\uff1b]{1,60})")
 _CLAUSES = re.compile(r"(?<=[.;!?])\s+|(?<=[\u3002\uff01\uff1f])")
+_CLAUSE_END = re.compile(r"[.;!?]\s|[\u3002\uff01\uff1f]")  # where `_CLAUSES` splits, found fast
 _WORD = re.compile(  # a word of prose (`on-call` is one), or a CJK character
     r"(?<!\S)[A-Za-z]{2,}(?:-[A-Za-z]{2,})*[.,;:!?]?(?!\S)|[\u3040-\u30ff\u4e00-\u9fff]"
 )
@@ -93,6 +94,21 @@ _CODE = re.compile(
     r"const|let|var|function|func|fn|pub|public|private|static|async|await)\b|[{};:,(]\s*$"
     r"|^\s*@[\w.]+(?:\(.*\))?\s*$"  # a decorator line
 )
+_CODE_START = re.compile(  # `_CODE`'s alternatives anchored at the start, for `match`
+    r"(?:\s{4,}|\t)|(?:def|class|import|from|return|if|elif|else|for|while|try|except|with|"
+    r"const|let|var|function|func|fn|pub|public|private|static|async|await)\b"
+    r"|\s*@[\w.]+(?:\(.*\))?\s*$"
+)
+_CODE_END = frozenset("{};:,(")  # `_CODE`'s last alternative: one of these, then blanks only
+
+
+def _code_line(line: str) -> bool:
+    """`_CODE.search(line)`, without trying the anchored alternatives at every position."""
+    if _CODE_START.match(line):
+        return True
+    end = line.rstrip()
+    return bool(end) and end[-1] in _CODE_END
+
 
 _LINE_NUMBER = re.compile(r"^\s*\d+(?:\t| {2}|[:|\u2192])")  # `cat -n`, `grep -n`, editors
 _LISTING_NUMBER = re.compile(r"^\s*\d+(?:\t|[|\u2192])")  # surely a line number: not a value
@@ -183,17 +199,35 @@ def _is_code(value: str) -> bool:
     return _CODEWORD.fullmatch(value) is not None and len(_VOWELS.findall(value)) < len(value) / 4
 
 
-_ASCII_SHAPE = str.maketrans(
-    "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_", "#" * 10 + "a" * 53
+# A byte table: `bytes.translate` is several times faster than `str.translate` with a mapping.
+_ASCII_SHAPE = bytes.maketrans(
+    b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_", b"#" * 10 + b"a" * 53
 )
-_ASCII_NAMES = re.compile("a+")
+_ASCII_NAMES = re.compile(b"a+")
 
 
 def _shape(clause: str) -> str:
     """`clause` with every number and name abstracted: lines of one template share it."""
-    if clause.isascii():  # the same, by one character map and one substitution
-        return _ASCII_NAMES.sub("a", clause.translate(_ASCII_SHAPE))
+    if clause.isascii():  # the same, by one byte map and one substitution
+        return _ASCII_NAMES.sub(b"a", clause.encode().translate(_ASCII_SHAPE)).decode()
     return _NAMES.sub("a", _DIGITS.sub("#", clause))
+
+
+def _shapes(clauses: list[str]) -> list[str]:
+    """`_shape` of each clause, by one substitution for them all (one each cost 3x more).
+
+    Joined by newlines, which neither substitution touches, so no run crosses two clauses; a
+    clause holding a newline itself (a JSON line unquoted) has its shape made alone.
+    """
+    joined = "\n".join(clauses)
+    if joined.isascii():
+        made = _ASCII_NAMES.sub(b"a", joined.encode().translate(_ASCII_SHAPE)).decode()
+    else:
+        made = _NAMES.sub("a", _DIGITS.sub("#", joined))
+    shapes = made.split("\n")
+    if len(shapes) != len(clauses):
+        return [_shape(clause) for clause in clauses]
+    return shapes
 
 
 def _speaker(message: Message) -> str | None:
@@ -230,8 +264,14 @@ def _is_output(text: str) -> bool:
     return code * 2 >= len(lines)
 
 
-def _lines(text: str) -> Iterator[str]:
+def _lines(text: str) -> Iterable[str]:
     """The lines of `text`; a line holding escaped newlines (a JSON string) is split at them."""
+    if "\\n" not in text:
+        return text.split("\n")  # most texts: no line to split further
+    return _split_lines(text)
+
+
+def _split_lines(text: str) -> Iterator[str]:
     for line in text.split("\n"):
         if line.count("\\n") >= 2:
             yield from _ESCAPED_NEWLINE.split(line)
@@ -266,14 +306,13 @@ class _Clause:
     before).
     """
 
-    __slots__ = ("_atoms", "_statement", "code", "origin", "shape", "speaker", "text")
+    __slots__ = ("_atoms", "_statement", "origin", "shape", "speaker", "text")
 
-    def __init__(self, speaker: str, text: str, code: bool, origin: int | None) -> None:
+    def __init__(self, speaker: str, text: str, origin: int | None, shape: str) -> None:
         self.speaker = speaker
         self.text = text
-        self.code = code
         self.origin = origin  # the seq a reference carried from an earlier summary names
-        self.shape = _shape(text)
+        self.shape = shape
         self._statement: bool | None = None
         self._atoms: list[tuple[AtomKind, str, int]] | None = None
 
@@ -282,7 +321,7 @@ class _Clause:
         """Whether it may state a fact: not code, some prose, not symbols everywhere."""
         if self._statement is None:
             text = self.text
-            statement = not self.code and len(_WORD.findall(text)) >= 4
+            statement = len(_WORD.findall(text)) >= 4
             if statement and self.speaker == "tool" and len(text) >= 40:
                 # minified code, escaped JSON: symbols everywhere, words in between
                 statement = len(_SYMBOLS.findall(text)) <= _DENSE * len(text)
@@ -311,23 +350,37 @@ def _read_text(text: str) -> str:
     return f"{text[:half]}\n{text[-half:]}"
 
 
-def _message_clauses(message: Message, speaker: str) -> list[_Clause]:
+_Read: TypeAlias = tuple[list[str], list["_Clause"]]
+"""One message read: the shape of every clause, and the clauses that are not code.
+
+Code is never a stated fact, but its shapes count: a line of prose repeating the template of
+code lines is a data row too."""
+
+
+def _message_clauses(message: Message, speaker: str) -> _Read:
     """Every clause of one user, tool or assistant `message` read as `speaker`."""
-    out: list[_Clause] = []
+    texts: list[str] = []
+    prose: list[tuple[int, int | None]] = []  # (clause number, origin) of the clauses not code
     tool = speaker == "tool"
+    summary = speaker == "summary"
+    # Every line passes here (a span holds thousands): each test is kept to what it needs.
     for line in _lines(_read_text(message.text)):
-        if speaker == "summary" and line[:1] in (" ", '"'):
+        if summary and line[:1] in (" ", '"'):
             line = _unquoted(line)
-        if len(line.strip()) < 4:
+        stripped = line.strip()
+        if len(stripped) < 4:
             continue  # no clause of four characters (the substitutions below only shorten)
         # Each substitution only where its pattern can match (a line number starts with a
         # digit, a bullet with - or *): most lines need none of them.
-        numbered = line.lstrip()[:1].isdigit()
+        numbered = stripped[:1].isdigit()
         code = False
         if tool:
-            code = bool(_CODE.search(_LINE_NUMBER.sub("", line, count=1) if numbered else line))
             if numbered:
+                code = _code_line(_LINE_NUMBER.sub("", line, count=1))
                 line = _LISTING_NUMBER.sub("", line, count=1)
+            else:  # `_code_line(line)`, inline
+                code = _CODE_START.match(line) is not None or stripped[-1] in _CODE_END
+        read = line
         origin = None
         if "[history seq " in line:
             refs = HISTORY_REF.findall(line)
@@ -335,11 +388,22 @@ def _message_clauses(message: Message, speaker: str) -> list[_Clause]:
             line = HISTORY_REF.sub("", line)
         if line[:1] in ("-", "*"):
             line = _BULLET.sub("", line)
-        for clause in _CLAUSES.split(line.strip()):
+        line = stripped if line is read and not numbered else line.strip()
+        # A clause ends only at . ; ! ? and a blank (or CJK punctuation): most lines have one
+        # clause, and the split (a look-behind at every position) costs 3x the search for one.
+        whole = line.isascii() and not ("." in line or ";" in line or "!" in line or "?" in line)
+        if not whole:
+            whole = _CLAUSE_END.search(line) is None
+        for clause in (line,) if whole else _CLAUSES.split(line):
             clause = clause.strip().rstrip(";,\uff1b\uff0c").rstrip()  # a separator, no content
-            if len(clause) >= 4 and not clause.startswith(("<compacted-summary>", "</compacted")):
-                out.append(_Clause(speaker, clause, code, origin))
-    return out
+            if len(clause) >= 4 and (
+                clause[0] != "<" or not clause.startswith(("<compacted-summary>", "</compacted"))
+            ):
+                if not code:  # code is only counted (a clause object each costs)
+                    prose.append((len(texts), origin))
+                texts.append(clause)
+    shapes = _shapes(texts)
+    return shapes, [_Clause(speaker, texts[i], origin, shapes[i]) for i, origin in prose]
 
 
 class RetentionIndex:
@@ -352,21 +416,21 @@ class RetentionIndex:
 
     def __init__(self, capacity: int = 4096) -> None:
         self.capacity = capacity
-        self._read: dict[int, tuple[Message, list[_Clause]]] = {}
+        self._read: dict[int, tuple[Message, _Read]] = {}
 
     def __len__(self) -> int:
         return len(self._read)
 
-    def clauses(self, seq: int, message: Message, speaker: str) -> list[_Clause]:
+    def clauses(self, seq: int, message: Message, speaker: str) -> _Read:
         """The clauses of `message` at record `seq`, read now or taken from the index."""
         held = self._read.get(seq)
         if held is not None and held[0] is message:
             return held[1]
-        clauses = _message_clauses(message, speaker)
-        self._read[seq] = (message, clauses)
+        read = _message_clauses(message, speaker)
+        self._read[seq] = (message, read)
         if len(self._read) > self.capacity:
             del self._read[next(iter(self._read))]  # the oldest read
-        return clauses
+        return read
 
 
 def _clauses(
@@ -375,12 +439,12 @@ def _clauses(
     skip: frozenset[int],
     seqs: Sequence[int] | None = None,
     index: RetentionIndex | None = None,
-) -> list[tuple[int, _Clause]]:
+) -> list[tuple[int, _Read]]:
     """Every clause of the user, tool and assistant messages of `messages[span]` (not `skip`).
 
-    Each with the index of its message; read through `index` when there is one (with `seqs`).
+    Grouped by the index of their message; read through `index` when there is one (with `seqs`).
     """
-    out: list[tuple[int, _Clause]] = []
+    out: list[tuple[int, _Read]] = []
     for i in range(*span):
         message = messages[i]
         speaker = None if i in skip else _speaker(message)
@@ -390,7 +454,7 @@ def _clauses(
             read = index.clauses(seqs[i], message, speaker)
         else:
             read = _message_clauses(message, speaker)
-        out.extend((i, clause) for clause in read)
+        out.append((i, read))  # grouped: a flat list would allocate a pair per clause
     return out
 
 
@@ -411,7 +475,7 @@ def focus_words(focus: str | None) -> frozenset[str]:
 
 
 def _candidates(
-    clauses: Sequence[tuple[int, _Clause]],
+    clauses: Sequence[tuple[int, _Read]],
     span: tuple[int, int],
     summary: str,
     seqs: Sequence[int] | None,
@@ -423,14 +487,16 @@ def _candidates(
     signatures) are not facts someone stated: they are left to the history tools.
     """
     start, end = span
-    shapes = Counter(clause.shape for _, clause in clauses)
+    shapes: Counter[str] = Counter()
+    for _, (read_shapes, _) in clauses:
+        shapes.update(read_shapes)
     span_length = max(end - start - 1, 1)
     found: dict[str, Atom] = {}
     held: dict[str, bool] = {}  # each value matched against the summary once
-    for index, clause in clauses:
-        # The cheap tests first: most lines of tool output are code, repeat a shape or are no
-        # prose, and finding atoms is the costly part.
-        if clause.code or shapes[clause.shape] >= 3 or not clause.statement:
+    for index, clause in ((i, clause) for i, (_, prose) in clauses for clause in prose):
+        # The cheap tests first: most lines of tool output are code (not here at all), repeat
+        # a shape or are no prose, and finding atoms is the costly part.
+        if shapes[clause.shape] >= 3 or not clause.statement:
             continue
         atoms = []
         for atom in clause.atoms:

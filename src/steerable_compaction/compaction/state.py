@@ -47,8 +47,9 @@ is open, compactions at the limit then use the excerpt instead of asking again).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import Literal, Protocol, TypeAlias
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from typing import Any, Literal, Protocol, TypeAlias
 
 from ..messages import Message
 from ..record.events import Reminder
@@ -163,6 +164,28 @@ class EngineState:
         """What a round added to the pressure on average (0 before the second request)."""
         counted = self.steps - 1  # the first request has no previous one to grow from
         return self.grown_tokens / counted if counted > 0 else 0.0
+
+
+def _replacer() -> Callable[..., EngineState]:
+    """`dataclasses.replace` for `EngineState`, generated once (every step makes two states).
+
+    The generic one inspects the fields on each call, about 3x the cost of this.
+    """
+    names = [f.name for f in fields(EngineState)]
+    assert not hasattr(EngineState, "__post_init__")  # the slots are set directly below
+    scope: dict[str, Any] = {"_missing": object(), "_new": object.__new__, "_cls": EngineState}
+    lines = ["def replace(state, /, *, " + ", ".join(f"{n}=_missing" for n in names) + "):"]
+    lines.append("    new = _new(_cls)")
+    for i, name in enumerate(names):
+        scope[f"_set{i}"] = getattr(EngineState, name).__set__
+        lines.append(f"    _set{i}(new, state.{name} if {name} is _missing else {name})")
+    lines.append("    return new")
+    exec("\n".join(lines), scope)
+    made: Callable[..., EngineState] = scope["replace"]
+    return made
+
+
+replace = _replacer()
 
 
 def close_after_rounds(settings: BreakerSettings) -> int:

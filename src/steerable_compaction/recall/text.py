@@ -25,7 +25,7 @@ import re
 from collections.abc import Sequence
 
 from ..errors import RecallError
-from ..messages import ImagePart, Message, TextPart, ToolCall
+from ..messages import ImagePart, Message, TextPart, ToolCall, ToolResult
 from ..spillfile import SPILL_PREFIX, read_spilled
 
 __all__ = [
@@ -87,6 +87,15 @@ def render(message: Message, spill_directory: str | os.PathLike[str] | None = No
     (verified), not as the pointer and excerpt the transcript kept; a pointer that cannot be
     read keeps its text and says why (`UNAVAILABLE`).
     """
+    parts = message.parts
+    if len(parts) == 1:  # most messages: one text, or one result of one text (indexing reads all)
+        part = parts[0]
+        if type(part) is TextPart:
+            return part.text
+        if type(part) is ToolResult and not part.is_error and len(part.content) == 1:
+            item = part.content[0]
+            if type(item) is TextPart and not item.text.startswith(SPILL_PREFIX):
+                return item.text
     items: list[tuple[bool, str]] = []  # (is a line of its own, text)
     error = False
     for part in message.parts:
@@ -124,7 +133,10 @@ def _unspilled(pointer: str, spill_directory: str | os.PathLike[str] | None) -> 
 
 def searchable(message: Message, spill_directory: str | os.PathLike[str] | None = None) -> str:
     """What search matches in `message`: `render` without its calls to the history tools."""
-    if not any(isinstance(p, ToolCall) and p.name in HISTORY_TOOL_NAMES for p in message.parts):
+    parts = message.parts
+    if len(parts) == 1 and not isinstance(parts[0], ToolCall):
+        return render(message, spill_directory)
+    if not any(isinstance(p, ToolCall) and p.name in HISTORY_TOOL_NAMES for p in parts):
         return render(message, spill_directory)
     parts = tuple(
         p for p in message.parts if not (isinstance(p, ToolCall) and p.name in HISTORY_TOOL_NAMES)

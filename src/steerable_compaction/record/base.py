@@ -328,10 +328,11 @@ class Record(ABC):
             if self._broken is not None:
                 raise RecordError(self._broken, path=self._path)
             entry = Entry(len(self), event)
-            try:
-                self._projection.check(entry)
-            except RecordError as exc:
-                raise RecordError(exc.reason, path=self._path) from None
+            if type(event) is not MessageAppended:  # a message always applies: no check to run
+                try:
+                    self._projection.check(entry)
+                except RecordError as exc:
+                    raise RecordError(exc.reason, path=self._path) from None
             durable = self._should_sync(event)
             if self._batching:
                 self._batch_sync, durable = self._batch_sync or durable, False

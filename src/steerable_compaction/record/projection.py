@@ -111,6 +111,10 @@ class Projection:
     def apply(self, entry: Entry) -> None:
         """Fold `entry` into the projection; raises `RecordError` (changing nothing) if invalid."""
         event = entry.event
+        if type(event) is MessageAppended:  # nearly every entry: before the match over kinds
+            self._messages.append(event.message)
+            self._seqs.append(entry.seq)
+            return
         match event:
             case MessageAppended():
                 self._messages.append(event.message)

@@ -23,9 +23,15 @@ _TOOL_CALL_OVERHEAD = 18  # the call's JSON wrapper (keys, braces, markers) arou
 _TOOL_RESULT_OVERHEAD = 6  # the result's wrapper around its call id and content
 
 
-def _message_cost(message: Message, cal: Calibration) -> int:
-    """Whole tokens for one message: framing plus every part (the meter caches this)."""
-    price = pricer_for(cal).cost
+def _message_cost(
+    message: Message, cal: Calibration, price: Callable[[str], float] | None = None
+) -> int:
+    """Whole tokens for one message: framing plus every part (the meter caches this).
+
+    `price` is `pricer_for(cal).cost`, passed by callers that price many messages.
+    """
+    if price is None:
+        price = pricer_for(cal).cost
     total = float(_MESSAGE_OVERHEAD)
     for part in message.parts:
         total += _PART_OVERHEAD

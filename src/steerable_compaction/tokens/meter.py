@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from ..messages import Message
 from .calibration import calibration_for
+from .counting import pricer_for
 from .estimate import _message_cost
 
 __all__ = ["Observation", "TokenMeter"]
@@ -78,6 +79,7 @@ class TokenMeter:
     def __init__(self, model: str | None = None, *, online_calibration: bool = True) -> None:
         self._model = model
         self._cal = calibration_for(model)
+        self._price = pricer_for(self._cal).cost  # looked up once, not per message
         self._online = online_calibration
         self._factor = 1.0
         self._billed = 0.0  # decayed sums of the spans learned from: billed tokens ...
@@ -127,7 +129,7 @@ class TokenMeter:
         entry = self._cache.get(id(message))
         if entry is not None and entry[0] is message:
             return entry[1]
-        value = _message_cost(message, self._cal)
+        value = _message_cost(message, self._cal, self._price)
         if len(self._cache) >= _CACHE_MAX:
             for key in list(self._cache)[: _CACHE_MAX // 2]:
                 del self._cache[key]
@@ -152,7 +154,12 @@ class TokenMeter:
                 f"the transcript has {count} messages but the meter is anchored on the first "
                 f"{self._anchor_count}; call rewrite() when the transcript is replaced"
             )
-        raw = sum(self._raw(messages[i]) for i in range(self._anchor_count, count))
+        raw = 0
+        cache, price = self._cache, self._raw
+        for i in range(self._anchor_count, count):  # a step adds a few: no generator for them
+            message = messages[i]
+            entry = cache.get(id(message))
+            raw += entry[1] if entry is not None and entry[0] is message else price(message)
         if self._online and self._observed is not None:
             self._pending = (self._epoch, count, raw)
         total = self._anchor_tokens + self._scaled(raw)
@@ -170,7 +177,8 @@ class TokenMeter:
         if (
             previous is not None
             and pending is not None
-            and pending[:2] == (self._epoch, message_count)
+            and pending[0] == self._epoch
+            and pending[1] == message_count
             and message_count > previous.message_count
             and pending[2] >= _MIN_SAMPLE
         ):
