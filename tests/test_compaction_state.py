@@ -4,19 +4,24 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from steerable_compaction import resolve_compaction_policy
 from steerable_compaction.compaction.state import (
     EngineState,
     after_forced,
     after_pressure_compaction,
+    after_send,
     after_summary_attempt,
     at_step,
+    circuit_after_healthy,
     close_after_rounds,
     gate_round,
     healthy,
     micro_due,
     pressure_gate,
+    quiet_round,
     request_manual,
     take_overflow_retry,
 )
@@ -283,3 +288,45 @@ def test_the_generated_replace_matches_dataclasses_replace_on_every_field() -> N
     assert module.replace(base) == base
     with pytest.raises(TypeError):
         module.replace(base, no_such_field=1)
+
+
+_states = st.builds(
+    EngineState,
+    round=st.integers(0, 50),
+    turn=st.integers(0, 5),
+    consecutive_failures=st.integers(0, 3),
+    rapid_refills=st.integers(0, 3),
+    healthy_rounds=st.integers(0, 12),
+    last_success_round=st.none() | st.integers(0, 50),
+    last_post_tokens=st.none() | st.integers(0, 10_000),
+    overflow_retries=st.integers(0, 2),
+    circuit=st.sampled_from([None, "consecutive_failures", "rapid_refill"]),
+    last_request_at=st.none() | st.floats(0, 1e6),
+    cache_reported_cold=st.booleans(),
+    steps=st.integers(0, 100),
+    grown_tokens=st.integers(0, 10**6),
+    last_sent_tokens=st.none() | st.integers(0, 10_000),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    state=_states,
+    round_=st.integers(0, 60),
+    turn=st.integers(0, 6),
+    pressure=st.integers(0, 12_000),
+    at=st.floats(0, 2e6),
+)
+def test_quiet_round_is_at_step_gate_round_and_after_send_in_one(
+    state: EngineState, round_: int, turn: int, pressure: int, at: float
+) -> None:
+    """The quiet path's one replace leaves the state the three transitions leave."""
+    gate = pressure_gate(state, POLICY, pressure)
+    stepped = at_step(state, round_=round_, turn=turn)
+    chained, chained_gate = gate_round(stepped, POLICY, pressure)
+    assert chained_gate == gate
+    chained = after_send(chained, at=at, start_tokens=pressure, sent_tokens=pressure)
+    one = quiet_round(state, POLICY, round_=round_, turn=turn, gate=gate, pressure=pressure, at=at)
+    assert one == chained
+    if gate == "below_threshold":
+        assert circuit_after_healthy(stepped, POLICY) == chained.circuit

@@ -40,9 +40,13 @@ from .compaction.state import (
     after_send,
     after_summary_attempt,
     at_step,
+    circuit_after_healthy,
     compaction_thrashing_reminder,
     gate_round,
     micro_due,
+    micro_due_at,
+    pressure_gate,
+    quiet_round,
     report_cold,
     request_manual,
     take_overflow_retry,
@@ -212,17 +216,29 @@ class CompactionHooks:
         """
         if not self._recovery_done and self.record.projection.open_brackets:
             return None
-        state = at_step(self._state, round_=ctx.round, turn=ctx.turn)
-        if state.manual_requested or ctx.compact_requested or micro_due(state, self.policy):
+        state, policy = self._state, self.policy
+        if state.manual_requested or ctx.compact_requested or micro_due_at(ctx.round, policy):
             return None
         if self._reminder_missing():
             return None  # `pre_step` appends it again (an overflow compaction may have taken it)
         self.recover()  # nothing is open: this only marks recovery done
         pressure = self.pressure()
-        after, gate = gate_round(state, self.policy, pressure)
-        if gate in ("compact", "limit") or self._cold_due(after, pressure):
+        gate = pressure_gate(state, policy, pressure)  # the round and turn do not change it
+        if gate in ("compact", "limit"):
             return None
-        self._state = self._sent(after, pressure, pressure)
+        if gate == "below_threshold" and self._cold_due(
+            state, pressure, circuit_after_healthy(state, policy) is not None
+        ):
+            return None
+        self._state = quiet_round(
+            state,
+            policy,
+            round_=ctx.round,
+            turn=ctx.turn,
+            gate=gate,
+            pressure=pressure,
+            at=self._clock(),
+        )
         return _QUIET[gate]
 
     def _sent(self, state: EngineState, start: int, sent: int | None = None) -> EngineState:
@@ -315,7 +331,7 @@ class CompactionHooks:
             self.record.append(self._reminder())
         return gate, [outcome, *fitted]
 
-    def _cold_due(self, state: EngineState, pressure: int) -> bool:
+    def _cold_due(self, state: EngineState, pressure: int, circuit_open: bool) -> bool:
         """Whether the cache is cold and the pressure high enough to price a compaction now.
 
         Not while a circuit is open (compaction is not keeping up), nor within the hysteresis
@@ -323,9 +339,13 @@ class CompactionHooks:
         threshold (the pressure path's).
         """
         policy = self.policy
+        if not state.cache_reported_cold and (
+            policy.cache_ttl_seconds is None or state.last_request_at is None
+        ):
+            return False  # not known to be cold: the common case, decided first
         if not policy.cold_threshold_tokens <= pressure < policy.threshold_tokens:
             return False
-        if state.circuit_open or self.record.readonly:
+        if circuit_open or self.record.readonly:
             return False
         last = state.last_post_tokens
         if last is not None and pressure < last + policy.recompact_margin_tokens:
@@ -340,7 +360,7 @@ class CompactionHooks:
     async def _cold_path(self) -> CompactionOutcome | None:
         """With the cache cold, compact now when that costs less than waiting (see `cold`)."""
         pressure = self.pressure()
-        if not self._cold_due(self._state, pressure):
+        if not self._cold_due(self._state, pressure, self._state.circuit_open):
             return None
         verdict = self._price_cold(pressure)
         if verdict is None or not verdict.compact:

@@ -67,12 +67,15 @@ __all__ = [
     "after_send",
     "after_summary_attempt",
     "at_step",
+    "circuit_after_healthy",
     "close_after_rounds",
     "compaction_thrashing_reminder",
     "gate_round",
     "healthy",
     "micro_due",
+    "micro_due_at",
     "pressure_gate",
+    "quiet_round",
     "report_cold",
     "request_manual",
     "take_overflow_retry",
@@ -208,16 +211,62 @@ def after_send(
     `start_tokens` is the pressure when the step began (before any compaction), `sent_tokens`
     what the request carries.
     """
+    return replace(state, **_sent(state, at, start_tokens, sent_tokens))
+
+
+def _sent(state: EngineState, at: float, start: int, sent: int) -> dict[str, object]:
     grown = state.grown_tokens
     if state.last_sent_tokens is not None:
-        grown += max(start_tokens - state.last_sent_tokens, 0)
+        grown += max(start - state.last_sent_tokens, 0)
+    return {
+        "last_request_at": at,
+        "cache_reported_cold": False,
+        "steps": state.steps + 1,
+        "grown_tokens": grown,
+        "last_sent_tokens": sent,
+    }
+
+
+def quiet_round(
+    state: EngineState,
+    settings: BreakerSettings,
+    *,
+    round_: int,
+    turn: int,
+    gate: Gate,
+    pressure: int,
+    at: float,
+) -> EngineState:
+    """`at_step`, `gate_round` and `after_send` of a step that compacts nothing, in one replace.
+
+    `gate` is `pressure_gate(state, settings, pressure)` (the round and turn do not change it);
+    the request leaves carrying `pressure`. The same state as the three in a row, for the
+    quiet path's cost (every step of a long session takes it).
+    """
+    if gate == "below_threshold":  # `healthy`, at the new round
+        failures, rounds = 0, state.healthy_rounds + 1
+        refills = _refills_after_healthy(state, settings, round_)
+        circuit = circuit_after_healthy(state, settings)
+    else:
+        failures, refills, rounds = state.consecutive_failures, state.rapid_refills, 0
+        circuit = state.circuit
+    grown = state.grown_tokens
+    if state.last_sent_tokens is not None:
+        grown += max(pressure - state.last_sent_tokens, 0)
     return replace(
         state,
+        round=round_,
+        turn=turn,
+        overflow_retries=0 if turn != state.turn else state.overflow_retries,
+        consecutive_failures=failures,
+        rapid_refills=refills,
+        healthy_rounds=rounds,
+        circuit=circuit,
         last_request_at=at,
         cache_reported_cold=False,
         steps=state.steps + 1,
         grown_tokens=grown,
-        last_sent_tokens=sent_tokens,
+        last_sent_tokens=pressure,
     )
 
 
@@ -233,8 +282,13 @@ def request_manual(state: EngineState, focus: str | None = None) -> EngineState:
 
 def micro_due(state: EngineState, settings: BreakerSettings) -> bool:
     """Whether this round is a micro-compaction round (R14)."""
+    return micro_due_at(state.round, settings)
+
+
+def micro_due_at(round_: int, settings: BreakerSettings) -> bool:
+    """Whether round `round_` is a micro-compaction round (R14)."""
     every = settings.micro_compact_interval_rounds
-    return every > 0 and state.round > 0 and state.round % every == 0
+    return every > 0 and round_ > 0 and round_ % every == 0
 
 
 def pressure_gate(state: EngineState, settings: BreakerSettings, pressure: int) -> Gate:
@@ -265,21 +319,29 @@ def gate_round(
 
 def healthy(state: EngineState, settings: BreakerSettings) -> EngineState:
     """A round below the threshold (R16, combined with R33 as the module docstring says)."""
-    rounds = state.healthy_rounds + 1
-    since = None if state.last_success_round is None else state.round - state.last_success_round
-    refills = state.rapid_refills
-    if since is None or since > settings.rapid_refill_window_rounds:
-        refills = 0
-    circuit = state.circuit
-    if circuit is not None and rounds >= close_after_rounds(settings):
-        circuit = None
     return replace(
         state,
         consecutive_failures=0,
-        rapid_refills=refills,
-        healthy_rounds=rounds,
-        circuit=circuit,
+        rapid_refills=_refills_after_healthy(state, settings, state.round),
+        healthy_rounds=state.healthy_rounds + 1,
+        circuit=circuit_after_healthy(state, settings),
     )
+
+
+def circuit_after_healthy(state: EngineState, settings: BreakerSettings) -> CircuitReason | None:
+    """The circuit once this round counts as healthy (it closes after enough of them)."""
+    circuit = state.circuit
+    if circuit is not None and state.healthy_rounds + 1 >= close_after_rounds(settings):
+        return None
+    return circuit
+
+
+def _refills_after_healthy(state: EngineState, settings: BreakerSettings, round_: int) -> int:
+    """The refill count after a healthy round `round_`: reset once the refill window passed."""
+    since = None if state.last_success_round is None else round_ - state.last_success_round
+    if since is None or since > settings.rapid_refill_window_rounds:
+        return 0
+    return state.rapid_refills
 
 
 def after_pressure_compaction(
