@@ -241,13 +241,9 @@ class CompactionHooks:
         )
         return _QUIET[gate]
 
-    def _sent(self, state: EngineState, start: int, sent: int | None = None) -> EngineState:
-        """`state` once this step's request leaves (`start`: the pressure the step began at).
-
-        `sent` is what the request carries (default: the pressure now).
-        """
-        tokens = self.pressure() if sent is None else sent
-        return after_send(state, at=self._clock(), start_tokens=start, sent_tokens=tokens)
+    def _sent(self, state: EngineState, start: int) -> EngineState:
+        """`state` once this step's request leaves (`start`: the pressure the step began at)."""
+        return after_send(state, at=self._clock(), start_tokens=start, sent_tokens=self.pressure())
 
     async def pre_step(self, ctx: StepContext, /) -> PreStepAction:
         """Compact when a path calls for it, then make sure the request fits the window."""

@@ -211,20 +211,21 @@ def after_send(
     `start_tokens` is the pressure when the step began (before any compaction), `sent_tokens`
     what the request carries.
     """
-    return replace(state, **_sent(state, at, start_tokens, sent_tokens))
+    return replace(
+        state,
+        last_request_at=at,
+        cache_reported_cold=False,
+        steps=state.steps + 1,
+        grown_tokens=_grown(state, start_tokens),
+        last_sent_tokens=sent_tokens,
+    )
 
 
-def _sent(state: EngineState, at: float, start: int, sent: int) -> dict[str, object]:
-    grown = state.grown_tokens
-    if state.last_sent_tokens is not None:
-        grown += max(start - state.last_sent_tokens, 0)
-    return {
-        "last_request_at": at,
-        "cache_reported_cold": False,
-        "steps": state.steps + 1,
-        "grown_tokens": grown,
-        "last_sent_tokens": sent,
-    }
+def _grown(state: EngineState, start: int) -> int:
+    """`grown_tokens` once a step that began at `start` tokens is counted."""
+    if state.last_sent_tokens is None:
+        return state.grown_tokens
+    return state.grown_tokens + max(start - state.last_sent_tokens, 0)
 
 
 def quiet_round(
@@ -250,9 +251,6 @@ def quiet_round(
     else:
         failures, refills, rounds = state.consecutive_failures, state.rapid_refills, 0
         circuit = state.circuit
-    grown = state.grown_tokens
-    if state.last_sent_tokens is not None:
-        grown += max(pressure - state.last_sent_tokens, 0)
     return replace(
         state,
         round=round_,
@@ -265,7 +263,7 @@ def quiet_round(
         last_request_at=at,
         cache_reported_cold=False,
         steps=state.steps + 1,
-        grown_tokens=grown,
+        grown_tokens=_grown(state, pressure),
         last_sent_tokens=pressure,
     )
 
