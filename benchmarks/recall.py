@@ -2,26 +2,31 @@
 
 Run: `python benchmarks/recall.py [--messages N] [--appends N] [--summary]`.
 
+Appends never index: each search catches its index up, oldest first, for at most
+`recall.CATCH_UP_SECONDS`, and checks the messages the index has not reached one by one.
+
 1. Search: a deterministic agent session of `--messages` messages (tool rounds with results of
    200-3,000 characters cut from `benchmarks/corpora`: English prose, code, shell output, JSON,
-   Chinese, Japanese), summarized every 100 messages so nearly all are hidden. A fixed mix of 38
-   queries (rare identifiers, paths, common words, phrases, Chinese and Japanese words, two
-   short-term-only queries) runs on both index kinds: `MemoryRecord` (in-memory word index)
-   and `SqliteRecord` (FTS5). Prints the median and worst ms per query (each the best of 3,
-   after a first search built the index), against a brute-force check of every hidden message
-   in the same run. Goal: median <= 20 ms on both. The worst query is a short-term-only one,
-   which checks up to `SCAN_LIMIT` hidden messages.
-2. Indexing cost: `--appends` messages of the same session appended to a `JsonlRecord` (then
-   the in-memory index brought up to date, as the first search after them does) and to a
-   `SqliteRecord` (FTS5 maintained in each append's transaction; and with appends grouped 50
-   to a `Record.batch()`, one transaction each), against the same appends without the index.
-   Best of 3, `fsync="never"` so the disk does not blur it. Goal: <= 1.2x.
-
+   Chinese, Japanese), summarized every 100 messages so nearly all are hidden.
+   First search: a query no message matches (so every message the index has not reached is
+   checked) on a fresh handle of each kind: a `MemoryRecord` and a reopened `JsonlRecord`
+   (in-memory word index; the reopened file's older entries are read by the search) and a
+   `SqliteRecord` reopened on a database without the FTS5 table; median and range of
+   `--repeats` interleaved runs. Goal: <= 2 s. Then how many such searches complete the table.
+   Steady state: a fixed mix of 38 queries (rare identifiers, paths, common words, phrases,
+   Chinese and Japanese words, two short-term-only queries) once each index is complete.
+   Prints the median and worst ms per query (each the best of 3) against a brute-force check
+   of every hidden message in the same run. Goal: median <= 20 ms on both. The worst query is
+   a short-term-only one, which checks up to `SCAN_LIMIT` hidden messages.
+2. Append cost: `--appends` messages of the same session appended to a `JsonlRecord` and to a
+   `SqliteRecord` (each append its own transaction; and grouped 50 to a `Record.batch()`),
+   with an index prepared before the appends against the same appends without one. Best of 3,
+   `fsync="never"` so the disk does not blur it. Goal: <= 1.2x.
 3. Index cost per 1.5k-character message (issue 28): `--cost-messages` messages of 1,500
-   characters cut from the same corpora; the in-memory index (built by the first search of a
-   `MemoryRecord`), FTS5 inside each append's transaction (the appends with the index attached
-   less the same appends without), and FTS5 caught up in one transaction by a search. Each the
-   median of `--repeats` interleaved runs, with their range. Goal: <= 50 us a message.
+   characters cut from the same corpora. On the append path: the appends to a record whose
+   index is up to date less the same appends to one without (memory and FTS5); goal <= 50 us a
+   message. Beside it, what catching up costs per message (paid by searches, a slice each).
+   Each the median of `--repeats` interleaved runs, with their range.
 
 Times are CPU time of this thread (`time.thread_time`, SQLite's work included), so a machine
 shared with other jobs changes them less than wall time.
@@ -37,6 +42,7 @@ import functools
 import itertools
 import json
 import random
+import sqlite3
 import statistics
 import tempfile
 import time
@@ -46,7 +52,8 @@ from typing import Any
 
 import _figures
 from steerable_compaction import Message, ToolCall
-from steerable_compaction.recall import hidden_seqs, prepare_index, search_history
+from steerable_compaction.recall import hidden_seqs, prepare_index, search, search_history
+from steerable_compaction.recall.fts import TABLE
 from steerable_compaction.recall.text import matches, normalize, parse_query, searchable
 from steerable_compaction.record import (
     CompactionBoundary,
@@ -178,24 +185,68 @@ def brute_force(record: Record, query: str) -> int:
 figure = functools.partial(_figures.figure, "recall", ratio_digits=4)
 
 
-def search_figures(messages: int, tmp: Path) -> Iterator[tuple[str, dict[str, Any]]]:
+FIRST_QUERY = "nowhere-7f3a9"
+"""Matched by no message: the first search checks every message its index has not reached."""
+
+
+def first_search(record: Record) -> float:
+    start = time.thread_time()
+    assert search_history(record, FIRST_QUERY) == []
+    return time.thread_time() - start
+
+
+def drop_table(path: Path) -> None:
+    with sqlite3.connect(path) as conn:
+        conn.execute(f"DROP TABLE IF EXISTS {TABLE}")
+
+
+def search_figures(messages: int, repeats: int, tmp: Path) -> Iterator[tuple[str, dict[str, Any]]]:
     events = list(session(messages))
     queries = query_mix(messages)
     memory = build(MemoryRecord(), events)
+    path = tmp / "search.db"
     start = time.thread_time()
-    sqlite = build(SqliteRecord(tmp / "search.db", fsync="never"), events)
+    build(SqliteRecord(path, fsync="never"), events).close()
     sqlite_build = time.thread_time() - start
-    first = {}
-    for name, record in (("memory", memory), ("sqlite", sqlite)):
-        start = time.thread_time()
-        search_history(record, "warm")
-        first[name] = time.thread_time() - start
-    yield (
-        f"{messages:,} messages, {len(hidden_seqs(memory)):,} hidden; first search (builds the "
-        f"index): memory {first['memory']:.2f} s, sqlite {first['sqlite']:.2f} s "
-        f"(appending them to SQLite: {sqlite_build:.1f} s)",
-        {},
-    )
+    build(JsonlRecord(tmp / "search.jsonl", fsync="never"), events).close()
+    # The first search of a record no search has indexed, on a fresh handle, interleaved: a
+    # memory record, a JSONL file reopened (its older entries read by the search) and an
+    # SQLite database reopened without the table.
+    samples: dict[str, list[float]] = {"memory": [], "jsonl": [], "sqlite": []}
+    for _ in range(repeats):
+        samples["memory"].append(first_search(MemoryRecord([e.event for e in memory])))
+        with JsonlRecord(tmp / "search.jsonl", fsync="never") as reopened:
+            samples["jsonl"].append(first_search(reopened))
+        drop_table(path)
+        with SqliteRecord(path, fsync="never") as fresh:
+            samples["sqlite"].append(first_search(fresh))
+    for name, values in samples.items():
+        median = statistics.median(values)
+        low, high = min(values), max(values)
+        yield (
+            f"{messages:,} messages, {len(hidden_seqs(memory)):,} hidden; first search on "
+            f"{name}, matching nothing: {median:.2f} s (range {low:.2f}-{high:.2f} over "
+            f"{repeats} runs; goal <= 2 s; appending them to SQLite took {sqlite_build:.1f} s)",
+            figure(
+                f"first_search_s_{name}",
+                median,
+                f"the 2 s goal (s; range {low:.2f}-{high:.2f}, {repeats} runs)",
+                median / 2,
+                "<= 2 s",
+                median <= 2,
+            ),
+        )
+    sqlite = SqliteRecord(path, fsync="never")
+    searches = 1
+    state = search._state(sqlite)
+    while True:  # how many searches until the table holds every message
+        search_history(sqlite, FIRST_QUERY)
+        fts = state.fts
+        if fts is not None and fts._watermark >= len(sqlite) - 1:
+            break
+        searches += 1
+    yield (f"  the FTS5 table was complete after {searches} searches", {})
+    prepare_index(memory)
     scan = statistics.median(
         best_of(1, functools.partial(brute_force, memory, q)) for q in queries[:5]
     )
@@ -231,10 +282,10 @@ def append_figures(appends: int, tmp: Path) -> Iterator[tuple[str, dict[str, Any
 
     def jsonl(index: bool) -> float:
         record = JsonlRecord(tmp / f"a{next(runs)}.jsonl", fsync="never")
+        if index:
+            prepare_index(record)  # an index exists before the appends
         start = time.thread_time()
         build(record, events)
-        if index:
-            search_history(record, "warm")
         seconds = time.thread_time() - start
         record.close()
         return seconds
@@ -242,13 +293,11 @@ def append_figures(appends: int, tmp: Path) -> Iterator[tuple[str, dict[str, Any
     def sqlite(index: bool, group: int = 1) -> float:
         record = SqliteRecord(tmp / f"a{next(runs)}.db", fsync="never")
         if index:
-            prepare_index(record)  # attaches the index: every append indexes
+            prepare_index(record)  # the table exists before the appends
         start = time.thread_time()
         for at in range(0, len(events), group):
             with record.batch() if group > 1 else contextlib.nullcontext():
                 build(record, events[at : at + group])
-        if index:
-            search_history(record, "warm")  # whatever the appends left for the catch-up
         seconds = time.thread_time() - start
         record.close()
         return seconds
@@ -290,53 +339,85 @@ def cost_messages(count: int, seed: int = 5) -> list[Message]:
 
 
 def cost_figures(count: int, repeats: int, tmp: Path) -> Iterator[tuple[str, dict[str, Any]]]:
-    """What indexing costs per 1.5k-character message, each index kind, median and range."""
+    """What an index costs appends and what catching it up costs searches, per message.
+
+    Each kind, 1.5k-character messages, median and range of interleaved runs.
+    """
     messages = cost_messages(count)
     runs = iter(range(1_000_000))
 
-    def memory() -> float:
+    def memory(indexed: bool) -> float:
+        record = MemoryRecord()
+        if indexed:
+            prepare_index(record)
+        start = time.thread_time()
+        for message in messages:
+            record.append_message(message)
+        return (time.thread_time() - start) / count
+
+    def memory_catch_up() -> float:
         record = MemoryRecord()
         for message in messages:
             record.append_message(message)
         start = time.thread_time()
-        search_history(record, "warm")  # builds the whole word index
+        prepare_index(record)
         return (time.thread_time() - start) / count
 
-    def sqlite(mode: str) -> float:
+    def sqlite(indexed: bool) -> float:
         record = SqliteRecord(tmp / f"c{next(runs)}.db", fsync="never")
-        if mode == "hooked":
-            prepare_index(record)  # every append indexes in its own transaction
+        if indexed:
+            prepare_index(record)  # the table exists and is up to date
         start = time.thread_time()
         for message in messages:
             record.append_message(message)
-        if mode == "catch_up":
-            search_history(record, "warm")  # one transaction indexes them all
         seconds = time.thread_time() - start
         record.close()
         return seconds / count
 
-    samples: dict[str, list[float]] = {"memory": [], "fts5_append": [], "fts5_catch_up": []}
+    def sqlite_catch_up() -> float:
+        record = SqliteRecord(tmp / f"c{next(runs)}.db", fsync="never")
+        for message in messages:
+            record.append_message(message)
+        start = time.thread_time()
+        prepare_index(record)
+        seconds = time.thread_time() - start
+        record.close()
+        return seconds / count
+
+    samples: dict[str, list[float]] = {
+        "memory_append": [],
+        "fts5_append": [],
+        "memory_catch_up": [],
+        "fts5_catch_up": [],
+    }
     for _ in range(repeats):
-        plain = sqlite("plain")
-        samples["memory"].append(memory())
-        samples["fts5_append"].append(sqlite("hooked") - plain)
-        samples["fts5_catch_up"].append(sqlite("catch_up") - plain)
+        samples["memory_append"].append(memory(True) - memory(False))
+        samples["fts5_append"].append(sqlite(True) - sqlite(False))
+        samples["memory_catch_up"].append(memory_catch_up())
+        samples["fts5_catch_up"].append(sqlite_catch_up())
     for name, values in samples.items():
         us = statistics.median(values) * 1e6
         low, high = min(values) * 1e6, max(values) * 1e6
-        yield (
-            f"index cost, {name}: {us:.0f} us per 1.5k-character message (range {low:.0f}-"
-            f"{high:.0f} over {repeats} interleaved runs; goal <= 50 us)",
-            figure(
-                f"index_us_per_message_{name}",
-                us,
-                f"the 50 us goal (us per 1.5k-char message; range {low:.0f}-{high:.0f}, "
-                f"{repeats} runs)",
-                us / 50,
-                "<= 50 us",
-                us <= 50,
-            ),
-        )
+        spread = f"range {low:.0f}-{high:.0f} over {repeats} interleaved runs"
+        if name.endswith("_append"):
+            yield (
+                f"index cost on the append path, {name}: {us:.0f} us per 1.5k-character "
+                f"message ({spread}; goal <= 50 us)",
+                figure(
+                    f"index_us_per_message_{name}",
+                    us,
+                    f"the 50 us goal (us per 1.5k-char message; {spread})",
+                    us / 50,
+                    "<= 50 us",
+                    us <= 50,
+                ),
+            )
+        else:
+            yield (
+                f"catch-up, {name}: {us:.0f} us per 1.5k-character message, paid by searches "
+                f"at most {search.CATCH_UP_SECONDS:g} s each ({spread})",
+                {},
+            )
 
 
 def main() -> None:
@@ -350,7 +431,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for line, summary in itertools.chain(
             cost_figures(args.cost_messages, args.repeats, Path(tmp)),
-            search_figures(args.messages, Path(tmp)),
+            search_figures(args.messages, args.repeats, Path(tmp)),
             append_figures(args.appends, Path(tmp)),
         ):
             if args.summary:

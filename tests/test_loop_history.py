@@ -15,6 +15,7 @@ from steerable_compaction.recall import HISTORY_READ, HISTORY_SEARCH
 from steerable_compaction.record import CompactionBoundary, MemoryRecord
 from steerable_compaction.testing import CacheRules, CachingProvider, ScriptedProvider
 from steerable_compaction.trace import check_trace
+from tests.test_recall import summarize
 
 FACT = "note: the staging database port is 61046 for the new cluster"
 
@@ -140,12 +141,11 @@ async def test_a_bad_history_call_is_an_error_result_not_a_crash() -> None:
     assert "not valid JSON" in tool_text
 
 
-async def test_the_first_compaction_prepares_the_index_so_each_append_is_indexed(
-    tmp_path: Path,
-) -> None:
-    """On a SQLite record the FTS5 table exists from the first compaction on, kept per append."""
+async def test_no_step_indexes_the_record_its_first_search_does(tmp_path: Path) -> None:
+    """Indexing stays off the step path: the FTS5 table appears with the model's first search."""
     import sqlite3
 
+    from steerable_compaction.recall import search_history
     from steerable_compaction.recall.fts import TABLE
     from steerable_compaction.record import SqliteRecord
 
@@ -153,20 +153,21 @@ async def test_the_first_compaction_prepares_the_index_so_each_append_is_indexed
     record = SqliteRecord(path)
     record.append_message(Message.system("s"))
     loop = CoreLoop(ScriptedProvider([]), record, history_tokens=1000)
-    assert not loop.history_offered
-    record.append(
-        CompactionBoundary(action="compact", pre_tokens=10, post_tokens=5, replacement_count=0)
-    )
+    record.append_message(Message.user("the port is 31337"))
+    record.append_message(Message.assistant("noted"))
+    summarize(record, 1, 3)  # seqs 1-2 leave the projection
     assert loop.history_offered
+    record.append_message(Message.user("appended after"))
 
-    def indexed() -> int:
+    def tables() -> set[str]:
         with sqlite3.connect(path) as conn:
-            # The index table itself: FTS5 keeps shadow tables (`..._config` and others)
-            # whose row counts do not follow the appends.
-            count: int = conn.execute(f"SELECT count(*) FROM {TABLE}").fetchone()[0]
-        return count
+            rows = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+        return {name for (name,) in rows}
 
-    before = indexed()  # the table exists as soon as the session compacted
-    record.append_message(Message.user("appended after: 31337"))
-    assert indexed() == before + 1  # indexed by its own append, not at a later search
+    assert TABLE not in tables()
+    assert [hit.seq for hit in search_history(record, "31337")] == [1]
+    assert TABLE in tables()
+    with sqlite3.connect(path) as conn:
+        # The index table itself: FTS5 keeps shadow tables (`..._config` and others).
+        assert conn.execute(f"SELECT count(*) FROM {TABLE}").fetchone()[0] == 4
     record.close()

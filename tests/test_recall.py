@@ -374,9 +374,11 @@ def test_the_index_follows_appends_reading_only_new_entries() -> None:
     seen: list[int] = []
     original = WordIndex.update
 
-    def spy(self: WordIndex, entries: object, spill_directory: object = None) -> None:
+    def spy(
+        self: WordIndex, entries: object, spill_directory: object = None, **options: object
+    ) -> None:
         seen.append(self.done)
-        original(self, entries, spill_directory)  # type: ignore[arg-type]
+        original(self, entries, spill_directory, **options)  # type: ignore[arg-type]
 
     try:
         WordIndex.update = spy  # type: ignore[method-assign]

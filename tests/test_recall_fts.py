@@ -337,16 +337,13 @@ def _deny_index_writes(conn: sqlite3.Connection) -> None:
 
 
 def test_a_failed_catch_up_indexes_nothing(tmp_path: Path) -> None:
-    """The catch-up is one transaction: when it fails, the table is as it was, and it retries."""
+    """A chunk is one transaction: when it fails, the table is as it was, and it retries."""
     path = tmp_path / "r.db"
     record = SqliteRecord(path)
     with record:
         session(record)
         prepare_index(record)
-        indexing = record._on_append
-        record._on_append = lambda entry: None  # type: ignore[method-assign]  # an unindexed writer
         record.append_message(Message.user("unindexed 31337"))
-        record._on_append = indexing  # type: ignore[method-assign]
         summarize(record, 4, 6)
         conn = record._conn
         assert conn is not None
@@ -382,31 +379,28 @@ def test_a_broken_table_is_an_error_not_a_fallback(tmp_path: Path) -> None:
 
 _CRASH_CHILD = """
 import os, sys
-from steerable_compaction.messages import Message
-from steerable_compaction.recall import prepare_index
+from steerable_compaction.recall import fts, search_history
 from steerable_compaction.record import SqliteRecord
 from tests.test_recall import session
 
 record = SqliteRecord(sys.argv[1])
 session(record)
-prepare_index(record)
-record.append_message(Message.user("indexed in its own transaction 6060"))
-index_entry = record._on_append
+fts.CATCH_UP_CHUNK = 3  # entries 0-2, 3-5, 6-8: killed while indexing the second chunk
+row_text, calls = fts._row_text, []
 
-def crash(entry):
-    index_entry(entry)  # the message's row and its index row are written, not committed
-    os._exit(9)
+def crash(message, spill):
+    calls.append(message)
+    if len(calls) == 5:
+        os._exit(9)
+    return row_text(message, spill)
 
-record._on_append = crash
-record.append_message(Message.user("never committed 7070"))
+fts._row_text = crash
+search_history(record, "5432")
 """
 
 
-def test_a_crash_inside_an_append_leaves_index_and_record_agreeing(tmp_path: Path) -> None:
-    """Killed between a message's index row and its commit: neither survives; the rest agree.
-
-    Every committed message is indexed, by the hook, without any catch-up.
-    """
+def test_a_crash_inside_a_catch_up_leaves_a_prefix_indexed(tmp_path: Path) -> None:
+    """Killed indexing its second chunk: the first stays, the next search indexes the rest."""
     path = tmp_path / "r.db"
     done = subprocess.run(
         [sys.executable, "-c", _CRASH_CHILD, str(path)],
@@ -416,15 +410,26 @@ def test_a_crash_inside_an_append_leaves_index_and_record_agreeing(tmp_path: Pat
         check=False,
     )
     assert done.returncode == 9, done.stderr
-    with SqliteRecord(path, readonly=True) as reader:
-        assert [e.event.message.text for e in reader.history()][-1] == (  # type: ignore[union-attr]
-            "indexed in its own transaction 6060"
-        )
-        assert indexed_rows(path) == message_seqs(reader)
+    assert indexed_rows(path) == [0, 1, 2]
     with SqliteRecord(path) as writer:
-        assert search_history(writer, "7070") == []
-        summarize(writer, 3, 6)
-        assert [h.seq for h in search_history(writer, "6060")] == [9]
+        assert {h.seq for h in search_history(writer, "5432")} == {3, 4}
+        assert indexed_rows(path) == message_seqs(writer)
+
+
+def test_appends_never_index(tmp_path: Path) -> None:
+    """The append path does no index work: the next search indexes what came since."""
+    path = tmp_path / "r.db"
+    with SqliteRecord(path) as record:
+        session(record)
+        prepare_index(record)
+        before = indexed_rows(path)
+        assert before == message_seqs(record)
+        for i in range(4):
+            record.append_message(Message.user(f"appended {i} 909{i}"))
+        assert indexed_rows(path) == before
+        summarize(record, 4, 7)  # the first three appended (seqs 9-11) leave the projection
+        assert [h.seq for h in search_history(record, "9091")] == [10]
+        assert indexed_rows(path) == message_seqs(record)
 
 
 def test_inside_a_batch_the_first_search_does_not_attach(tmp_path: Path) -> None:
@@ -445,7 +450,7 @@ def test_inside_a_batch_the_first_search_does_not_attach(tmp_path: Path) -> None
 
 
 def test_a_batch_indexes_its_messages_in_its_transaction(tmp_path: Path) -> None:
-    """Attached, a batch's messages are indexed with it: searchable inside it, committed with it."""
+    """A search inside a batch indexes its messages in its transaction: committed with it."""
     path = tmp_path / "r.db"
     record = SqliteRecord(path)
     with record:
@@ -453,11 +458,12 @@ def test_a_batch_indexes_its_messages_in_its_transaction(tmp_path: Path) -> None
         prepare_index(record)
         with record.batch():
             record.append_message(Message.user("batched 880088"))
+            summarize(record, 3, 6)
+            assert [h.seq for h in search_history(record, "880088")] == [9]
             assert record._conn is not None  # the batch's own connection sees its rows
             newest = f"SELECT rowid FROM {TABLE} ORDER BY rowid DESC LIMIT 1"
             assert record._conn.execute(newest).fetchone() == (9,)
-            summarize(record, 3, 6)
-            assert [h.seq for h in search_history(record, "880088")] == [9]
+            assert indexed_rows(path) == [0, 1, 2, 3, 4, 5, 6, 7]  # not committed yet
         assert indexed_rows(path) == message_seqs(record)
 
 
@@ -474,6 +480,7 @@ prepare_index(record)
 with record.batch():
     record.append_message(Message.user("lost with its batch 5151"))
     record.append_message(Message.user("also lost"))
+    prepare_index(record)  # indexed inside the batch's transaction
     os._exit(9)
 """
 
@@ -521,5 +528,42 @@ def test_text_after_a_nul_character_is_indexed(tmp_path: Path) -> None:
         summarize(record, 1, 2)
         prepare_index(record)
         state = search._state(record)
-        assert isinstance(state.index(record), FtsIndex)  # answered by the table
+        assert isinstance(state.index(record, None), FtsIndex)  # answered by the table
         assert [h.seq for h in search_history(record, "xyzzy")] == [1]
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_hits_do_not_depend_on_how_far_the_index_got(
+    kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With one chunk of 4 entries indexed per search, each search returns a full index's hits."""
+    from steerable_compaction.recall import fts, memory
+
+    monkeypatch.setattr(memory, "CATCH_UP_CHUNK", 4)
+    monkeypatch.setattr(fts, "CATCH_UP_CHUNK", 4)
+    monkeypatch.setattr(search, "CATCH_UP_SECONDS", 0.0)
+    events: list[Event] = [MessageAppended(message=Message.system("agent"))]
+    events += [
+        MessageAppended(message=Message.user(f"note {i} token{i % 7} {'数据库' if i % 5 else ''}"))
+        for i in range(40)
+    ]
+    full = MemoryRecord(events)
+    summarize(full, 1, 38)
+    prepare_index(full)
+    record: Record = MemoryRecord() if kind == "memory" else SqliteRecord(tmp_path / "r.db")
+    for entry in full:
+        record.append(entry.event)
+    queries = ["token3", "note 1", "token6 数据库", "no such word", "数据库"]
+    state = search._state(record)
+    progress = []
+    for _ in range(12):
+        for query in queries:
+            assert search_history(record, query, limit=50) == search_history(
+                full, query, limit=50
+            ), query
+        index = state.fts if kind == "sqlite" else state.words
+        assert index is not None
+        progress.append(index._watermark + 1 if isinstance(index, FtsIndex) else index.done)
+    # Each search read one chunk (5 searches a round), until the 42 entries were all indexed.
+    assert progress == [20, 40, 42, 42, 42, 42, 42, 42, 42, 42, 42, 42]
+    record.close()

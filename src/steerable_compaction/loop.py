@@ -29,7 +29,7 @@ from .hooks import (
 )
 from .messages import ContentPart, Message, TextPart, ToolCall, ToolResult
 from .providers.base import Completion, CompletionRequest, Provider, ToolSpec
-from .recall import history_tools, prepare_index
+from .recall import history_tools
 from .record import CompactionBoundary, MessageAppended, Record
 
 __all__ = ["CoreLoop", "Tool", "TurnResult"]
@@ -131,12 +131,7 @@ class CoreLoop:
                 isinstance(e.event, CompactionBoundary) for e in entries[self._scanned :]
             )
             self._scanned = len(entries)
-            if self._compacted and not self.record.readonly and not resumed:
-                # Index what is there once; a SQLite writer then indexes each append in its
-                # own transaction, so no search ever has to catch up on a long session. A
-                # resumed record's index catches up at its first search, which reads the
-                # older entries anyway.
-                prepare_index(self.record)
+            # No index is built here: the model's searches catch it up a slice at a time.
         return self._compacted
 
     @property

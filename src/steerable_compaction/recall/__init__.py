@@ -5,7 +5,8 @@ one of them. Recall searches and reads those raw messages that the projection no
 
 - `search_history(record, query, limit=5)` → ranked `HistoryHit`s;
 - `read_history(record, seq, offset=0, max_tokens=...)` → a `HistoryPage` of one message;
-- `prepare_index(record)`: build the index now (a SQLite writer then indexes each append);
+- `prepare_index(record)`: bring the index wholly up to date now (searches otherwise catch it
+  up a slice at a time, `CATCH_UP_SECONDS` each);
 - the same as the model's tools `history_search` / `history_read`: `history_tools` (the
   fields of a `loop.Tool`, for `CoreLoop`), `openai_tool_schemas` / `anthropic_tool_schemas`
   with `execute_history_tool` (for your own loop).
@@ -19,6 +20,7 @@ use. Both give the same hits. See `docs/recall.md`.
 from __future__ import annotations
 
 from .search import (
+    CATCH_UP_SECONDS,
     DEFAULT_READ_TOKENS,
     MAX_LIMIT,
     RANK_WINDOW,
@@ -44,6 +46,7 @@ from .tools import (
 )
 
 __all__ = [
+    "CATCH_UP_SECONDS",
     "DEFAULT_READ_TOKENS",
     "HISTORY_READ",
     "HISTORY_SEARCH",

@@ -7,8 +7,10 @@ searches pay only for what came since.
 
 from __future__ import annotations
 
+import bisect
 import os
 import re
+import time
 from array import array
 from collections.abc import Iterator, Sequence
 
@@ -17,7 +19,10 @@ from ..record import CompactionBoundary, Entry, MessageAppended, Record
 from ..spillfile import SPILL_PREFIX
 from .text import CJK, HISTORY_TOOL_NAMES, MIN_INDEXED_CHARS, searchable
 
-__all__ = ["Catalog", "Visibility", "WordIndex", "grams"]
+__all__ = ["CATCH_UP_CHUNK", "Catalog", "Visibility", "WordIndex", "grams"]
+
+CATCH_UP_CHUNK = 512
+"""Entries an index reads between two looks at its catch-up deadline."""
 
 _SEQ_TYPE = "i"  # 4-byte seqs halve the postings' memory; a record holds far fewer than 2**31
 
@@ -60,6 +65,13 @@ class Catalog:
                 if name in HISTORY_TOOL_NAMES:
                     self.excluded.add(entry.seq)
         self.done = len(entries)
+
+    def newest_from(self, floor: int, below: int) -> Iterator[int]:
+        """Message seqs from `floor` up to (not including) `below`, newest first."""
+        seqs = self.seqs
+        low = bisect.bisect_left(seqs, floor)
+        for i in range(bisect.bisect_left(seqs, below) - 1, low - 1, -1):
+            yield seqs[i]
 
     def newest_first(self, below: int) -> Iterator[int]:
         """Message seqs lower than `below`, newest first."""
@@ -125,26 +137,42 @@ class WordIndex:
         self.done = 0  # entries read so far
 
     def update(
-        self, entries: Sequence[Entry], spill_directory: str | os.PathLike[str] | None = None
+        self,
+        entries: Sequence[Entry],
+        spill_directory: str | os.PathLike[str] | None = None,
+        *,
+        deadline: float | None = None,
     ) -> None:
-        """Index the messages appended since the last update (spill files read from there)."""
+        """Index the entries appended since the last update, oldest first.
+
+        Spilled results are read from `spill_directory`.
+        With a `deadline` (a `time.monotonic()` value), indexing stops at the first chunk
+        boundary past it, so `done` may stay short of `len(entries)`: the entries from `done`
+        on are unindexed, and `candidates` leaves them to the caller. At least one chunk is
+        indexed per call, so repeated calls always finish.
+        """
         postings = self._postings
         get = postings.get  # bound once: a message holds a hundred or more tokens
-        for entry in entries[self.done :]:
-            event = entry.event
-            if not isinstance(event, MessageAppended):
-                continue
-            seq = entry.seq
-            folded = searchable(event.message, spill_directory).casefold()
-            for token in _tokens(folded):
-                seqs = get(token)
-                if seqs is None:
-                    postings[token] = array(_SEQ_TYPE, (seq,))
-                    if len(token) > 1 or not _is_cjk(token):  # CJK tokens are characters
-                        self._add_word(token)
-                else:
-                    seqs.append(seq)
-        self.done = len(entries)
+        end = len(entries)
+        while self.done < end:
+            stop = min(end, self.done + CATCH_UP_CHUNK)
+            for entry in entries[self.done : stop]:
+                event = entry.event
+                if not isinstance(event, MessageAppended):
+                    continue
+                seq = entry.seq
+                folded = searchable(event.message, spill_directory).casefold()
+                for token in _tokens(folded):
+                    seqs = get(token)
+                    if seqs is None:
+                        postings[token] = array(_SEQ_TYPE, (seq,))
+                        if len(token) > 1 or not _is_cjk(token):  # CJK tokens are characters
+                            self._add_word(token)
+                    else:
+                        seqs.append(seq)
+            self.done = stop
+            if deadline is not None and time.monotonic() >= deadline:
+                return
 
     def _add_word(self, word: str) -> None:
         word_id = len(self._words)
@@ -157,10 +185,11 @@ class WordIndex:
                 ids.append(word_id)
 
     def candidates(self, terms: Sequence[str]) -> list[int] | None:
-        """Seqs, newest first, of the messages that may hold every term (a superset).
+        """Seqs, newest first, of the indexed messages that may hold every term (a superset).
 
         Only words of three or more characters and CJK characters narrow the candidates;
-        `None` when the terms hold none (every message is a candidate).
+        `None` when the terms hold none (every message is a candidate). Messages at or after
+        `done` are not indexed and never proposed here.
         """
         options: list[tuple[int, list[array[int]]]] = []  # (size bound, postings to unite)
         for term in terms:

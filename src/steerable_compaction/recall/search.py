@@ -4,12 +4,16 @@ Each record handle gets its recall state on first use (message facts, visibility
 kept beside it and dropped with it. `SqliteRecord` answers from its FTS5 table; every other
 record, and a SQLite reader whose writer keeps no table, from the in-memory word index. Both
 only propose candidates: the match rule and the ranking in `text` decide, so they agree.
+Neither is kept up to date by appends: each search catches its index up for at most
+`CATCH_UP_SECONDS` and checks the messages it has not reached yet one by one.
 """
 
 from __future__ import annotations
 
 import bisect
+import itertools
 import threading
+import time
 import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -32,6 +36,7 @@ from .text import (
 )
 
 __all__ = [
+    "CATCH_UP_SECONDS",
     "DEFAULT_READ_TOKENS",
     "MAX_LIMIT",
     "RANK_WINDOW",
@@ -53,6 +58,11 @@ RANK_WINDOW = 256
 SCAN_LIMIT = 10_000
 """A query whose every term is too short for an index (under three characters, e.g. a
 two-character Chinese word alone) is checked against the newest this many hidden messages."""
+
+CATCH_UP_SECONDS = 0.5
+"""A search indexes (at least one chunk of entries, oldest first) only until this long after
+it began, reading included; the messages its index has not reached yet are checked one by one,
+so hits never depend on how far it got. Appending never indexes: searches do, a slice each."""
 
 DEFAULT_READ_TOKENS = 2_000
 """`read_history`'s default page size, in estimated tokens."""
@@ -109,16 +119,16 @@ class _State:
             self.visibility = Visibility(record)
         return self.visibility
 
-    def index(self, record: Record) -> FtsIndex | WordIndex:
-        """The index that answers for `record` now, brought up to date."""
+    def index(self, record: Record, deadline: float | None) -> FtsIndex | WordIndex:
+        """The index that answers for `record` now, caught up until `deadline` (or fully)."""
         if isinstance(record, SqliteRecord):
             if self.fts is None:
                 self.fts = FtsIndex()
-            if self.fts.usable(record, self.catalog):
+            if self.fts.usable(record, self.catalog, deadline=deadline):
                 return self.fts
         if self.words is None:
             self.words = WordIndex()
-        self.words.update(record.entries, record.spill_directory)
+        self.words.update(record.entries, record.spill_directory, deadline=deadline)
         return self.words
 
 
@@ -156,12 +166,13 @@ def search_history(record: Record, query: str, *, limit: int = 5) -> list[Histor
     """
     terms = parse_query(query)
     limit = _check_int("limit", limit, 1, MAX_LIMIT)
+    deadline = time.monotonic() + CATCH_UP_SECONDS  # reading a resumed record's past counts
     state = _state(record)
     with state.lock:
         visibility = state.refresh(record)
         indexed = tuple(t for t in terms if _indexable(t))
         if indexed:
-            candidates: Iterable[int] = _candidates(state, record, indexed)
+            candidates: Iterable[int] = _candidates(state, record, indexed, deadline)
             budget = None
         else:
             candidates = state.catalog.newest_first(len(record.entries))
@@ -183,26 +194,30 @@ def search_history(record: Record, query: str, *, limit: int = 5) -> list[Histor
 
 
 def prepare_index(record: Record) -> None:
-    """Bring `record`'s search index up to date now, rather than at the first search.
+    """Bring `record`'s search index wholly up to date now, rather than a slice per search.
 
-    For a writable `SqliteRecord` this also attaches the FTS5 index, so every later append is
-    indexed inside its own transaction; call it when a session opens its record.
+    Searches catch the index up themselves, `CATCH_UP_SECONDS` at a time; call this where
+    time is cheap (a batch job, an idle moment) so that later searches find nothing to do.
     """
     state = _state(record)
     with state.lock:
         state.refresh(record)
-        state.index(record)
+        state.index(record, None)
 
 
-def _candidates(state: _State, record: Record, terms: tuple[str, ...]) -> Iterable[int]:
-    index = state.index(record)
+def _candidates(
+    state: _State, record: Record, terms: tuple[str, ...], deadline: float
+) -> Iterable[int]:
+    index = state.index(record, deadline)
     if isinstance(index, FtsIndex):
         assert isinstance(record, SqliteRecord)
         return index.candidates(record, terms, state.catalog)
     found = index.candidates(terms)
+    loaded = len(record.entries)
     if found is None:  # e.g. only punctuation: check every message (exact, and rare)
-        return state.catalog.newest_first(len(record.entries))
-    return found
+        return state.catalog.newest_first(loaded)
+    # The messages the index has not reached are the newest: all of them first, unfiltered.
+    return itertools.chain(state.catalog.newest_from(index.done, loaded), found)
 
 
 def _verify(
