@@ -18,19 +18,10 @@ from steerable_compaction.compaction.cold import (
 )
 from steerable_compaction.compaction.state import EngineState
 from steerable_compaction.record import CompactionBoundary
+from steerable_compaction.sim.provider import SimClock
 
 from .compaction_helpers import tool_round
 from .test_engine import FakeSummarizer, Session, add_rounds, body, policy, start
-
-
-class Clock:
-    """Seconds that move only when told."""
-
-    def __init__(self) -> None:
-        self.now = 1_000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class Terms:
@@ -114,7 +105,7 @@ def test_the_horizon_is_bounded_and_inputs_checked() -> None:
 
 
 def cold_session(
-    clock: Clock, *, rounds: int = 6, state: EngineState | None = None, **knobs: object
+    clock: SimClock, *, rounds: int = 6, state: EngineState | None = None, **knobs: object
 ) -> Session:
     """A 10k window (threshold 8,000) at about 5,300 tokens, a 300-second cache lifetime."""
     record = MemoryRecord()
@@ -127,7 +118,7 @@ def cold_session(
     return Session(hooks)
 
 
-async def warm_up(s: Session, clock: Clock, steps: int, *, first: int = 100) -> None:
+async def warm_up(s: Session, clock: SimClock, steps: int, *, first: int = 100) -> None:
     """`steps` requests 8 seconds apart, each after a small round (the session's history)."""
     for i in range(steps):
         add_rounds(s.record, first + i, 1, tokens=5)  # about 100 tokens
@@ -145,7 +136,7 @@ def cold_boundaries(s: Session) -> list[CompactionBoundary]:
 
 
 async def test_a_request_after_the_cache_expired_compacts_first() -> None:
-    clock = Clock()
+    clock = SimClock(1_000.0)
     s = cold_session(clock)
     await warm_up(s, clock, 20)
     before = s.hooks.pressure()
@@ -164,7 +155,7 @@ async def test_a_request_after_the_cache_expired_compacts_first() -> None:
 
 
 async def test_no_cold_compaction_while_the_cache_lives_or_below_the_cold_threshold() -> None:
-    clock = Clock()
+    clock = SimClock(1_000.0)
     s = cold_session(clock)
     await warm_up(s, clock, 20)
     clock.now += 299
@@ -178,7 +169,7 @@ async def test_no_cold_compaction_while_the_cache_lives_or_below_the_cold_thresh
 
 async def test_a_cold_compaction_must_pay_for_itself() -> None:
     """Two requests seen: two rounds ahead do not pay back a summary and a rewrite."""
-    clock = Clock()
+    clock = SimClock(1_000.0)
     s = cold_session(clock)
     await warm_up(s, clock, 2)
     clock.now += 3_600
@@ -187,7 +178,7 @@ async def test_a_cold_compaction_must_pay_for_itself() -> None:
 
 
 async def test_the_host_reports_a_cold_cache_and_an_unknown_lifetime_waits_for_it() -> None:
-    clock = Clock()
+    clock = SimClock(1_000.0)
     s = cold_session(clock, cache_ttl_seconds=None)
     await warm_up(s, clock, 20)
     clock.now += 86_400  # a day: with no known lifetime the clock alone says nothing
@@ -199,7 +190,7 @@ async def test_the_host_reports_a_cold_cache_and_an_unknown_lifetime_waits_for_i
 
 
 async def test_no_cold_compaction_with_a_circuit_open_or_inside_the_hysteresis() -> None:
-    clock = Clock()
+    clock = SimClock(1_000.0)
     # 30 healthy rounds would close the circuit: it stays open through the 20 here.
     thrashing = cold_session(clock, state=EngineState(circuit="rapid_refill"), max_rapid_refills=10)
     near = cold_session(clock, state=EngineState(last_post_tokens=6_500))  # margin 1,000
@@ -211,7 +202,7 @@ async def test_no_cold_compaction_with_a_circuit_open_or_inside_the_hysteresis()
 
 
 async def test_the_first_request_of_a_process_is_not_known_to_be_cold() -> None:
-    clock = Clock()
+    clock = SimClock(1_000.0)
     s = cold_session(clock, rounds=8)
     clock.now += 86_400
     assert not (await s.step()).compactions
@@ -219,7 +210,7 @@ async def test_the_first_request_of_a_process_is_not_known_to_be_cold() -> None:
 
 def test_compactor_compacts_on_a_cold_cache() -> None:
     """The sync shell's quiet step hands a cold step to the full one."""
-    clock = Clock()
+    clock = SimClock(1_000.0)
     record = MemoryRecord()
     compactor = Compactor(
         policy(cache_ttl_seconds=300, cold_threshold_ratio=0.5),
