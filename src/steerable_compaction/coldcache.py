@@ -1,0 +1,145 @@
+"""`ColdCacheRule`: whether the engine compacts now, while the provider's prompt cache is cold.
+
+The price is `compaction.cold`'s (pure); this reads what it needs from the engine's state, the
+policy, the clock and the projection, plans the compaction it would price, and says yes or no
+(logging the price either way). It holds no engine state and writes nothing: `CompactionHooks`
+runs the compaction and moves its state.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import assert_never
+
+from .compaction import FoldRewrite, NothingToDo, SummaryNeeded, plan_compaction
+from .compaction.cold import ColdVerdict, cache_expired, price_cold_compaction
+from .compaction.state import EngineState
+from .cursors import RecordCursors
+from .policy import CompactionPolicy
+from .record import Record
+from .tokens import TokenMeter
+
+__all__ = ["ColdCacheRule"]
+
+logger = logging.getLogger("steerable_compaction.engine")
+
+
+class ColdCacheRule:
+    """The cold-cache path's decision for `CompactionHooks` (issue 28).
+
+    `clock` is the engine's (the seconds idle time is measured in); `cursors` the engine's reads
+    over `record`; `replay_images` as the engine plans with it.
+    """
+
+    def __init__(
+        self,
+        record: Record,
+        policy: CompactionPolicy,
+        meter: TokenMeter,
+        cursors: RecordCursors,
+        clock: Callable[[], float],
+        *,
+        replay_images: bool,
+    ) -> None:
+        self.record = record
+        self.policy = policy
+        self.meter = meter
+        self.cursors = cursors
+        self.clock = clock
+        self.replay_images = replay_images
+
+    def due(self, state: EngineState, pressure: int, *, circuit_open: bool) -> bool:
+        """Whether the cache is cold and the pressure high enough to price a compaction now.
+
+        Not while a circuit is open (compaction is not keeping up), nor within the hysteresis
+        margin of the last compaction (another would free too little), nor at or above the
+        threshold (the pressure path's).
+        """
+        policy = self.policy
+        if not state.cache_reported_cold and (
+            policy.cache_ttl_seconds is None or state.last_request_at is None
+        ):
+            return False  # not known to be cold: the common case, decided first
+        if not policy.cold_threshold_tokens <= pressure < policy.threshold_tokens:
+            return False
+        if circuit_open or self.record.readonly:
+            return False
+        last = state.last_post_tokens
+        if last is not None and pressure < last + policy.recompact_margin_tokens:
+            return False
+        return cache_expired(
+            state.last_request_at,
+            self.clock(),
+            policy.cache_ttl_seconds,
+            reported=state.cache_reported_cold,
+        )
+
+    def compact_now(self, state: EngineState, pressure: int, *, summarizer: bool) -> bool:
+        """Whether to compact before this step's request: the cache is cold and it pays.
+
+        `summarizer` says a summary would be asked of the summarizer (not the excerpt).
+        """
+        if not self.due(state, pressure, circuit_open=state.circuit_open):
+            return False
+        verdict = self.price(state, pressure, summarizer=summarizer)
+        if verdict is None or not verdict.compact:
+            if verdict is not None:
+                logger.info(
+                    "cache cold at %d tokens: compacting now would cost %.0f more than waiting "
+                    "over %d rounds; waiting",
+                    pressure,
+                    -verdict.saving,
+                    verdict.rounds,
+                )
+            return False
+        logger.info(
+            "cache cold at %d tokens: compacting now saves about %.0f input-token prices over "
+            "%d rounds",
+            pressure,
+            verdict.saving,
+            verdict.rounds,
+        )
+        return True
+
+    def price(self, state: EngineState, pressure: int, *, summarizer: bool) -> ColdVerdict | None:
+        """The price of compacting now against waiting; `None` when nothing is compactable."""
+        projection = self.record.projection
+        messages = list(projection.messages)
+        seqs = list(projection.seqs)
+        plan = plan_compaction(
+            messages,
+            self.policy,
+            pressure=pressure,
+            estimate=self.meter.estimate,
+            mode="normal",
+            seqs=seqs,
+            rounds=self.cursors.rounds(seqs),
+            replay_images=self.replay_images,
+            summarizer=summarizer,
+            goal=self.cursors.goal_index(messages),
+        )
+        match plan:
+            case NothingToDo():
+                return None
+            case FoldRewrite():
+                post, summary = plan.post_tokens, 0
+            case SummaryNeeded():
+                # A summary is written at about a quarter of its span or less, within the
+                # output room; the retention block comes on top (at most a third of the span,
+                # half of what the summary frees, `retention_tokens`). Both err long, against
+                # compacting.
+                span = max(plan.middle_tokens - plan.kept_tokens, 0)
+                summary = min(span // 4, self.policy.effective_reserved_output_tokens)
+                block = min(self.policy.retention_tokens, span // 3, (span - summary) // 2)
+                post = pressure - span + summary + block
+            case _:
+                assert_never(plan)
+        return price_cold_compaction(
+            self.policy,
+            pressure=pressure,
+            post_tokens=max(post, 0),
+            summary_tokens=summary,
+            growth_per_round=state.growth_per_round,
+            rounds_seen=state.steps,
+        )
