@@ -6,9 +6,11 @@ says when the provider's cache is gone.
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
-from steerable_compaction import CompactionHooks, Compactor, MemoryRecord, Message
+from steerable_compaction import CompactionHooks, Compactor, ConfigError, MemoryRecord, Message
 from steerable_compaction.compaction.cold import (
     MAX_HORIZON,
     SAVING_MARGIN,
@@ -94,11 +96,41 @@ def test_the_horizon_is_bounded_and_inputs_checked() -> None:
         rounds_seen=10**9,
     )  # fmt: skip
     assert far.rounds == MAX_HORIZON
-    with pytest.raises(ValueError, match="non-negative"):
-        price_cold_compaction(
-            Terms(), pressure=-1, post_tokens=0, summary_tokens=0, growth_per_round=0,
-            rounds_seen=1,
-        )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("growth_per_round", math.nan),
+        ("growth_per_round", math.inf),
+        ("growth_per_round", -1.0),
+        ("pressure", -1),
+        ("post_tokens", -1),
+        ("summary_tokens", -1),
+        ("rounds_seen", -1),
+        ("cache_read_price_ratio", math.nan),
+        ("output_price_ratio", math.inf),
+    ],
+)
+def test_the_price_refuses_inputs_that_are_not_finite_and_non_negative(
+    key: str, value: float
+) -> None:
+    """NaN, infinity or a negative input raise `ConfigError` naming it, never a silent price.
+
+    A NaN growth made every comparison false: the verdict said "wait" whatever the prices.
+    """
+    terms = Terms()
+    inputs: dict[str, float] = {
+        "pressure": 800, "post_tokens": 200, "summary_tokens": 100, "growth_per_round": 0,
+        "rounds_seen": 10,
+    }  # fmt: skip
+    if key in inputs:
+        inputs[key] = value
+    else:
+        setattr(terms, key, value)
+    with pytest.raises(ConfigError) as info:
+        price_cold_compaction(terms, **inputs)  # type: ignore[arg-type]
+    assert info.value.key == key and "finite" in str(info.value)
 
 
 # -- the engine ----------------------------------------------------------------------------------

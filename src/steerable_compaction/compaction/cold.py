@@ -25,8 +25,11 @@ share of the threshold), and the hysteresis margin keeps a compaction from follo
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Protocol
+
+from ..errors import ConfigError
 
 __all__ = [
     "MAX_HORIZON",
@@ -118,14 +121,27 @@ def price_cold_compaction(
     """Compacting now, with the cache cold, against waiting for the pressure path (see above).
 
     `pressure` is the prompt now, `post_tokens` what a compaction would leave, `summary_tokens`
-    the output it would write (0 for a fold), `growth_per_round` how much a round adds.
+    the output it would write (0 for a fold), `growth_per_round` how much a round adds. A price
+    or an input that is not a finite number >= 0 raises `ConfigError` naming it.
     """
-    if min(pressure, post_tokens, summary_tokens, rounds_seen) < 0 or growth_per_round < 0:
-        raise ValueError("token counts, growth and rounds must be non-negative")
     read = prices.cache_read_price_ratio
     write = prices.cache_write_price_ratio
     output = prices.output_price_ratio
     threshold = prices.threshold_tokens
+    for key, value in (
+        ("cache_read_price_ratio", read),
+        ("cache_write_price_ratio", write),
+        ("output_price_ratio", output),
+        ("threshold_tokens", threshold),
+        ("pressure", pressure),
+        ("post_tokens", post_tokens),
+        ("summary_tokens", summary_tokens),
+        ("growth_per_round", growth_per_round),
+        ("rounds_seen", rounds_seen),
+    ):
+        # NaN fails every comparison: unchecked, it would price any compaction as "wait".
+        if not (math.isfinite(value) and value >= 0):
+            raise ConfigError(key, value, "a finite number >= 0")
     rounds = min(max(rounds_seen, 1), MAX_HORIZON)
     compaction = output * summary_tokens + write * post_tokens
 
