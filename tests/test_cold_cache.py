@@ -7,6 +7,7 @@ says when the provider's cache is gone.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 
@@ -54,13 +55,13 @@ def test_the_price_counts_reads_saved_against_the_summary_and_the_rewrite() -> N
     """
     ten = price_cold_compaction(
         Terms(), pressure=800, post_tokens=200, summary_tokens=100, growth_per_round=0,
-        rounds_seen=10,
+        rounds_seen=10, asks_summarizer=True,
     )  # fmt: skip
     assert (ten.wait, ten.now, ten.rounds) == pytest.approx((1_800, 1_950, 10))
     assert not ten.compact
     twenty = price_cold_compaction(
         Terms(), pressure=800, post_tokens=200, summary_tokens=100, growth_per_round=0,
-        rounds_seen=20,
+        rounds_seen=20, asks_summarizer=True,
     )  # fmt: skip
     assert (twenty.wait, twenty.now) == pytest.approx((2_600, 2_150))
     assert twenty.saving == pytest.approx(450) and twenty.cost == pytest.approx(750)
@@ -70,13 +71,45 @@ def test_waiting_pays_its_own_pressure_compaction_inside_the_horizon() -> None:
     """Growth reaching the threshold makes the waiting branch compact too, warm."""
     verdict = price_cold_compaction(
         Terms(), pressure=900, post_tokens=200, summary_tokens=100, growth_per_round=100,
-        rounds_seen=1,
+        rounds_seen=1, asks_summarizer=True,
     )  # fmt: skip
     # Wait: 1.25*900 + (0.1*900 + 1.25*100) + warm compaction (0.1*1000 + 500 + 250).
     assert verdict.wait == pytest.approx(1_125 + 215 + 850)
     # Now: 1.25*900 + 500 + 250, then a round from 200: 0.1*200 + 1.25*100.
     assert verdict.now == pytest.approx(1_875 + 145)
     assert verdict.saving == pytest.approx(170) and verdict.cost == pytest.approx(750)
+
+
+def test_a_fold_or_the_excerpt_is_priced_without_a_summary_request() -> None:
+    """A compaction that asks no summarizer sends nothing but the compacted prompt.
+
+    By hand: prefix 800 folded to 200, no growth, 10 rounds. Waiting: 1.25 * 800 + 10 * 0.1 *
+    800. Folding now writes only the folded prompt, 1.25 * 200, then reads 0.1 * 200 a round:
+    no cold write of the 800-token prefix, which only a summary request would send.
+    """
+    fold = price_cold_compaction(
+        Terms(), pressure=800, post_tokens=200, summary_tokens=0, growth_per_round=0,
+        rounds_seen=10, asks_summarizer=False,
+    )  # fmt: skip
+    assert (fold.wait, fold.now, fold.cost) == pytest.approx((1_800, 450, 250))
+    assert fold.compact
+    # Growth to the threshold inside the horizon: the warm compaction is a fold again, which
+    # reads no prefix either. Wait: 1.25*900 + (0.1*900 + 1.25*100) + the fold's 1.25*200.
+    grown = price_cold_compaction(
+        Terms(), pressure=900, post_tokens=200, summary_tokens=0, growth_per_round=100,
+        rounds_seen=1, asks_summarizer=False,
+    )  # fmt: skip
+    assert (grown.wait, grown.now) == pytest.approx((1_125 + 215 + 250, 250 + 145))
+
+
+def test_an_output_without_a_summary_request_is_refused() -> None:
+    """`summary_tokens` is the summarizer's output: a compaction that asks none has 0."""
+    with pytest.raises(ConfigError) as info:
+        price_cold_compaction(
+            Terms(), pressure=800, post_tokens=200, summary_tokens=100, growth_per_round=0,
+            rounds_seen=10, asks_summarizer=False,
+        )  # fmt: skip
+    assert info.value.key == "summary_tokens"
 
 
 def test_a_saving_must_clear_the_margin_on_the_compactions_own_cost() -> None:
@@ -93,7 +126,7 @@ def test_a_saving_must_clear_the_margin_on_the_compactions_own_cost() -> None:
 def test_the_horizon_is_bounded_and_inputs_checked() -> None:
     far = price_cold_compaction(
         Terms(), pressure=800, post_tokens=200, summary_tokens=0, growth_per_round=0,
-        rounds_seen=10**9,
+        rounds_seen=10**9, asks_summarizer=False,
     )  # fmt: skip
     assert far.rounds == MAX_HORIZON
 
@@ -129,7 +162,7 @@ def test_the_price_refuses_inputs_that_are_not_finite_and_non_negative(
     else:
         setattr(terms, key, value)
     with pytest.raises(ConfigError) as info:
-        price_cold_compaction(terms, **inputs)  # type: ignore[arg-type]
+        price_cold_compaction(terms, **inputs, asks_summarizer=True)  # type: ignore[arg-type]
     assert info.value.key == key and "finite" in str(info.value)
 
 
@@ -207,6 +240,29 @@ async def test_a_cold_compaction_must_pay_for_itself() -> None:
     clock.now += 3_600
     assert not (await s.step()).compactions
     assert not cold_boundaries(s)
+
+
+@pytest.mark.parametrize(
+    ("knobs", "action"),
+    [
+        ({"fold_first": True}, "compact"),  # folding the old results frees enough
+        ({"summarizer_enabled": False, "keep_last_tool_results": 100}, "excerpt"),  # no fold
+    ],
+)
+async def test_a_fold_or_an_excerpt_pays_at_once_on_a_cold_cache(
+    knobs: dict[str, Any], action: str
+) -> None:
+    """Two rounds seen: a compaction that sends no summary request pays at once.
+
+    It writes the shorter prompt instead of the longer one; a summary request would write the
+    longer one and more (its loss is what the cold threshold bounds, not the price).
+    """
+    clock = SimClock(1_000.0)
+    s = cold_session(clock, **knobs)
+    await warm_up(s, clock, 2)
+    clock.now += 3_600
+    compactions = (await s.step()).compactions
+    assert [(o.trigger, o.action) for o in compactions] == [("cold_cache", action)]
 
 
 async def test_the_host_reports_a_cold_cache_and_an_unknown_lifetime_waits_for_it() -> None:

@@ -123,12 +123,14 @@ class ColdCacheRule:
             case NothingToDo():
                 return None
             case FoldRewrite():
-                post, summary = plan.post_tokens, 0
+                post, summary, asks = plan.post_tokens, 0, False
             case SummaryNeeded():
                 # A summary is written at about a quarter of its span or less, within the
                 # output room; the retention block comes on top (at most a third of the span,
                 # half of what the summary frees, `retention_tokens`). Both err long, against
-                # compacting.
+                # compacting. Without a summarizer (or a request that fits) the excerpt, of
+                # the same size at most, is written without a request.
+                asks = summarizer and plan.fits
                 span = max(plan.middle_tokens - plan.kept_tokens, 0)
                 summary = min(span // 4, self.policy.effective_reserved_output_tokens)
                 block = min(self.policy.retention_tokens, span // 3, (span - summary) // 2)
@@ -139,7 +141,8 @@ class ColdCacheRule:
             self.policy,
             pressure=pressure,
             post_tokens=max(post, 0),
-            summary_tokens=summary,
+            summary_tokens=summary if asks else 0,
             growth_per_round=state.growth_per_round,
             rounds_seen=state.steps,
+            asks_summarizer=asks,
         )

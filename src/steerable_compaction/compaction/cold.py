@@ -16,6 +16,10 @@ uncached input token:
 - **now**: the summary request written cold (the same prefix the full prompt would write), its
   output, the compacted prompt written; then the same rounds from the compacted level.
 
+Each compaction is priced by what it sends. A fold, or the excerpt summary, asks no summarizer:
+it reads no prefix and writes no output, only the compacted prompt (compacting now then writes
+the shorter prompt instead of the longer one).
+
 The horizon is the number of rounds the session has run so far (a session that ran N rounds
 is, by the median estimate, halfway through, so N more are expected), at least one and at most
 `MAX_HORIZON`. Growth per round is the session's own average. The price says nothing about
@@ -117,12 +121,14 @@ def price_cold_compaction(
     summary_tokens: int,
     growth_per_round: float,
     rounds_seen: int,
+    asks_summarizer: bool,
 ) -> ColdVerdict:
     """Compacting now, with the cache cold, against waiting for the pressure path (see above).
 
     `pressure` is the prompt now, `post_tokens` what a compaction would leave, `summary_tokens`
-    the output it would write (0 for a fold), `growth_per_round` how much a round adds. A price
-    or an input that is not a finite number >= 0 raises `ConfigError` naming it.
+    the summarizer's output, `growth_per_round` how much a round adds; `asks_summarizer` says
+    the compaction sends a summary request (false: a fold or the excerpt, `summary_tokens` 0).
+    A price or an input that is not a finite number >= 0 raises `ConfigError` naming it.
     """
     read = prices.cache_read_price_ratio
     write = prices.cache_write_price_ratio
@@ -142,18 +148,22 @@ def price_cold_compaction(
         # NaN fails every comparison: unchecked, it would price any compaction as "wait".
         if not (math.isfinite(value) and value >= 0):
             raise ConfigError(key, value, "a finite number >= 0")
+    if summary_tokens and not asks_summarizer:
+        raise ConfigError("summary_tokens", summary_tokens, "0 when no summarizer is asked")
     rounds = min(max(rounds_seen, 1), MAX_HORIZON)
     compaction = output * summary_tokens + write * post_tokens
+    request = read if asks_summarizer else 0.0  # what its request pays a prefix token, warm
 
     def rest(cost: float, level: float) -> float:
         for _ in range(rounds):
             cost += read * level + write * growth_per_round
             level += growth_per_round
             if level >= threshold:  # a warm pressure compaction
-                cost += read * level + compaction
+                cost += request * level + compaction
                 level = post_tokens
         return cost
 
     wait = rest(write * pressure, pressure)
-    now = rest(write * pressure + compaction, post_tokens)
+    sent = write * pressure if asks_summarizer else 0.0  # the summary request, written cold
+    now = rest(sent + compaction, post_tokens)
     return ColdVerdict(now=now, wait=wait, rounds=rounds, cost=compaction)
