@@ -6,7 +6,9 @@ says when the provider's cache is gone.
 
 from __future__ import annotations
 
+import logging
 import math
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,7 +22,7 @@ from steerable_compaction.compaction.cold import (
     price_cold_compaction,
 )
 from steerable_compaction.compaction.state import EngineState
-from steerable_compaction.record import CompactionBoundary
+from steerable_compaction.record import CompactionBoundary, JsonlRecord, Record, SqliteRecord
 from steerable_compaction.sim.provider import SimClock
 
 from .compaction_helpers import tool_round
@@ -294,6 +296,45 @@ async def test_the_first_request_of_a_process_is_not_known_to_be_cold() -> None:
     s = cold_session(clock, rounds=8)
     clock.now += 86_400
     assert not (await s.step()).compactions
+
+
+async def compacted_record(record: Record, clock: SimClock, *, after: int) -> None:
+    """Six large rounds compacted by hand (a checkpoint follows the boundary), `after` more."""
+    start(record)
+    add_rounds(record, 0, 6)
+    s = Session(CompactionHooks(record, policy(), summarizer=FakeSummarizer(), clock=clock))
+    s.hooks.request_compact()
+    assert [o.trigger for o in (await s.step()).compactions] == ["manual"]
+    add_rounds(record, 6, after)
+
+
+@pytest.mark.parametrize("store", [JsonlRecord, SqliteRecord])
+async def test_a_resumed_record_that_waits_leaves_its_older_entries_unread(
+    tmp_path: Path, store: type[JsonlRecord | SqliteRecord], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Pricing a cold compaction reads the projection only: a resumed record stays resumed.
+
+    Planning a compaction for real reads each message's round and the goal from the record,
+    which loads every entry before the checkpoint; a price that says "wait" must not.
+    """
+    clock = SimClock(1_000.0)
+    path = tmp_path / "session"
+    with store(path) as record:
+        await compacted_record(record, clock, after=3)
+    with store(path) as record:
+        assert record.resumed_at is not None
+        hooks = CompactionHooks(
+            record,
+            policy(cache_ttl_seconds=300, cold_threshold_ratio=0.5),
+            summarizer=FakeSummarizer(),
+            clock=clock,
+        )
+        assert hooks.policy.cold_threshold_tokens <= hooks.pressure()
+        hooks.report_cache_cold()
+        with caplog.at_level(logging.INFO, logger="steerable_compaction.engine"):
+            action = await Session(hooks).step()
+        assert not action.compactions and "waiting" in caplog.text  # priced, and declined
+        assert record.resumed_at is not None
 
 
 def test_compactor_compacts_on_a_cold_cache() -> None:

@@ -15,7 +15,6 @@ from typing import assert_never
 from .compaction import FoldRewrite, NothingToDo, SummaryNeeded, plan_compaction
 from .compaction.cold import ColdVerdict, cache_expired, price_cold_compaction
 from .compaction.state import EngineState
-from .cursors import RecordCursors
 from .policy import CompactionPolicy
 from .record import Record
 from .tokens import TokenMeter
@@ -28,8 +27,8 @@ logger = logging.getLogger("steerable_compaction.engine")
 class ColdCacheRule:
     """The cold-cache path's decision for `CompactionHooks` (issue 28).
 
-    `clock` is the engine's (the seconds idle time is measured in); `cursors` the engine's reads
-    over `record`; `replay_images` as the engine plans with it.
+    `clock` is the engine's (the seconds idle time is measured in); `replay_images` as the
+    engine plans with it.
     """
 
     def __init__(
@@ -37,7 +36,6 @@ class ColdCacheRule:
         record: Record,
         policy: CompactionPolicy,
         meter: TokenMeter,
-        cursors: RecordCursors,
         clock: Callable[[], float],
         *,
         replay_images: bool,
@@ -45,7 +43,6 @@ class ColdCacheRule:
         self.record = record
         self.policy = policy
         self.meter = meter
-        self.cursors = cursors
         self.clock = clock
         self.replay_images = replay_images
 
@@ -103,21 +100,23 @@ class ColdCacheRule:
         return True
 
     def price(self, state: EngineState, pressure: int, *, summarizer: bool) -> ColdVerdict | None:
-        """The price of compacting now against waiting; `None` when nothing is compactable."""
+        """The price of compacting now against waiting; `None` when nothing is compactable.
+
+        Planned from the projection alone: the engine's plan reads each message's round and
+        the goal from the record, which loads a resumed record's older entries, for a decision
+        that is often "wait". Rounds only label fold markers, and the goal the projection
+        shows (`regions.opening_goal`) is at worst a kept user message instead: a few tokens.
+        """
         projection = self.record.projection
-        messages = list(projection.messages)
-        seqs = list(projection.seqs)
         plan = plan_compaction(
-            messages,
+            projection.messages,
             self.policy,
             pressure=pressure,
             estimate=self.meter.estimate,
             mode="normal",
-            seqs=seqs,
-            rounds=self.cursors.rounds(seqs),
+            seqs=projection.seqs,
             replay_images=self.replay_images,
             summarizer=summarizer,
-            goal=self.cursors.goal_index(messages),
         )
         match plan:
             case NothingToDo():

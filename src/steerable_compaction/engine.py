@@ -153,7 +153,7 @@ class CompactionHooks:
         self._brackets = BracketRunner(record, policy, self.meter, self._summaries, self._writer)
         self._cursors = RecordCursors(record)  # caches over the record, not decisions
         self._cold = ColdCacheRule(
-            record, policy, self.meter, self._cursors, self._clock, replay_images=replay_images
+            record, policy, self.meter, self._clock, replay_images=replay_images
         )
         self._recovery_done = False
         self.last_outcome: CompactionOutcome | None = None
