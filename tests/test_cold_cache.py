@@ -8,12 +8,20 @@ from __future__ import annotations
 
 import logging
 import math
+import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from steerable_compaction import CompactionHooks, Compactor, ConfigError, MemoryRecord, Message
+from steerable_compaction import (
+    CompactionHooks,
+    CompactionPolicy,
+    Compactor,
+    ConfigError,
+    MemoryRecord,
+    Message,
+)
 from steerable_compaction.compaction.cold import (
     MAX_HORIZON,
     SAVING_MARGIN,
@@ -171,6 +179,11 @@ def test_the_price_refuses_inputs_that_are_not_finite_and_non_negative(
 # -- the engine ----------------------------------------------------------------------------------
 
 
+def cold_policy(**knobs: Any) -> CompactionPolicy:
+    """The engine tests' 10k window, a 300-second cache lifetime, a cold threshold of 4,000."""
+    return policy(**{"cache_ttl_seconds": 300, "cold_threshold_ratio": 0.5, **knobs})
+
+
 def cold_session(
     clock: SimClock, *, rounds: int = 6, state: EngineState | None = None, **knobs: object
 ) -> Session:
@@ -178,17 +191,18 @@ def cold_session(
     record = MemoryRecord()
     start(record)
     add_rounds(record, 0, rounds)
-    values = {"cache_ttl_seconds": 300, "cold_threshold_ratio": 0.5, **knobs}
     hooks = CompactionHooks(
-        record, policy(**values), summarizer=FakeSummarizer(), state=state, clock=clock
+        record, cold_policy(**knobs), summarizer=FakeSummarizer(), state=state, clock=clock
     )
     return Session(hooks)
 
 
-async def warm_up(s: Session, clock: SimClock, steps: int, *, first: int = 100) -> None:
+async def warm_up(
+    s: Session, clock: SimClock, steps: int, *, first: int = 100, tokens: int = 5
+) -> None:
     """`steps` requests 8 seconds apart, each after a small round (the session's history)."""
     for i in range(steps):
-        add_rounds(s.record, first + i, 1, tokens=5)  # about 100 tokens
+        add_rounds(s.record, first + i, 1, tokens=tokens)  # 5: about 100 tokens
         clock.now += 8
         action = await s.step()
         assert not action.compactions
@@ -235,7 +249,7 @@ async def test_no_cold_compaction_while_the_cache_lives_or_below_the_cold_thresh
 
 
 async def test_a_cold_compaction_must_pay_for_itself() -> None:
-    """Two requests seen: two rounds ahead do not pay back a summary and a rewrite."""
+    """A short session (eight rounds): as many ahead do not pay back a summary and a rewrite."""
     clock = SimClock(1_000.0)
     s = cold_session(clock)
     await warm_up(s, clock, 2)
@@ -323,12 +337,7 @@ async def test_a_resumed_record_that_waits_leaves_its_older_entries_unread(
         await compacted_record(record, clock, after=3)
     with store(path) as record:
         assert record.resumed_at is not None
-        hooks = CompactionHooks(
-            record,
-            policy(cache_ttl_seconds=300, cold_threshold_ratio=0.5),
-            summarizer=FakeSummarizer(),
-            clock=clock,
-        )
+        hooks = CompactionHooks(record, cold_policy(), summarizer=FakeSummarizer(), clock=clock)
         assert hooks.policy.cold_threshold_tokens <= hooks.pressure()
         hooks.report_cache_cold()
         with caplog.at_level(logging.INFO, logger="steerable_compaction.engine"):
@@ -337,12 +346,47 @@ async def test_a_resumed_record_that_waits_leaves_its_older_entries_unread(
         assert record.resumed_at is not None
 
 
+async def test_a_restarted_process_prices_a_cold_cache_as_the_one_that_wrote_the_record(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The horizon and the growth come from the session's record, not the process's counters.
+
+    The writer's state goes on in one copy of the record; a fresh engine (a restart) opens
+    the other, resumed from its checkpoint, with nothing but the record to go by. The host
+    says the cache is cold: both price the same, and both compact.
+    """
+    clock = SimClock(1_000.0)
+    written = tmp_path / "written.db"
+    with SqliteRecord(written) as record:
+        await compacted_record(record, clock, after=0)
+        s = Session(
+            CompactionHooks(record, cold_policy(), summarizer=FakeSummarizer(), clock=clock)
+        )
+        await warm_up(s, clock, 20, tokens=50)
+        state = s.hooks.state
+    shutil.copyfile(written, tmp_path / "restarted.db")
+    prices = []
+    for name, carried in (("written.db", state), ("restarted.db", None)):
+        with SqliteRecord(tmp_path / name) as record:
+            assert record.resumed_at is not None
+            hooks = CompactionHooks(
+                record, cold_policy(), summarizer=FakeSummarizer(), state=carried, clock=clock
+            )
+            hooks.report_cache_cold()
+            caplog.clear()
+            with caplog.at_level(logging.INFO, logger="steerable_compaction.engine"):
+                action = await Session(hooks).step()
+            prices.append([r.getMessage() for r in caplog.records if "cache cold" in r.message])
+            assert [o.trigger for o in action.compactions] == ["cold_cache"], prices
+    assert prices[0] == prices[1] and len(prices[0]) == 1
+
+
 def test_compactor_compacts_on_a_cold_cache() -> None:
     """The sync shell's quiet step hands a cold step to the full one."""
     clock = SimClock(1_000.0)
     record = MemoryRecord()
     compactor = Compactor(
-        policy(cache_ttl_seconds=300, cold_threshold_ratio=0.5),
+        cold_policy(),
         record=record,
         summarizer=FakeSummarizer(),
         clock=clock,

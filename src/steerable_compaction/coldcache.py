@@ -1,9 +1,11 @@
 """`ColdCacheRule`: whether the engine compacts now, while the provider's prompt cache is cold.
 
 The price is `compaction.cold`'s (pure); this reads what it needs from the engine's state, the
-policy, the clock and the projection, plans the compaction it would price, and says yes or no
-(logging the price either way). It holds no engine state and writes nothing: `CompactionHooks`
-runs the compaction and moves its state.
+policy, the clock, the projection and the record's counts, plans the compaction it would
+price, and says yes or no (logging the price either way). The horizon and the growth per round
+come from the session's record, so a process that resumed it prices as the one that wrote it.
+It holds no engine state and writes nothing: `CompactionHooks` runs the compaction and moves
+its state.
 """
 
 from __future__ import annotations
@@ -141,7 +143,28 @@ class ColdCacheRule:
             pressure=pressure,
             post_tokens=max(post, 0),
             summary_tokens=summary if asks else 0,
-            growth_per_round=state.growth_per_round,
-            rounds_seen=state.steps,
+            growth_per_round=self.growth_per_round(state),
+            rounds_seen=self.record.reply_count,
             asks_summarizer=asks,
         )
+
+    def growth_per_round(self, state: EngineState) -> float:
+        """What a round adds to the prompt, on average, as the session's record tells it.
+
+        The rounds since the newest rewrite, as the projection shows them (appended since, so
+        as they were sent): each reply with what followed it. A process that resumed the
+        record prices as the one that wrote it. Right after a rewrite, with no reply since,
+        this process's own measure stands in (`EngineState.growth_per_round`).
+        """
+        projection = self.record.projection
+        messages, seqs = projection.messages, projection.seqs
+        after = self.record.newest_boundary
+        after = -1 if after is None else after
+        tokens = replies = pending = 0
+        for i in range(len(seqs) - 1, -1, -1):
+            if seqs[i] <= after:
+                break
+            pending += self.meter.estimate(messages[i])
+            if messages[i].role == "assistant":  # a round: this reply and what came after it
+                tokens, replies, pending = tokens + pending, replies + 1, 0
+        return tokens / replies if replies else state.growth_per_round
