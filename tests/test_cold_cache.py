@@ -30,6 +30,7 @@ from steerable_compaction.compaction.cold import (
     price_cold_compaction,
 )
 from steerable_compaction.compaction.state import EngineState
+from steerable_compaction.hooks import StepContext
 from steerable_compaction.record import CompactionBoundary, JsonlRecord, Record, SqliteRecord
 from steerable_compaction.sim.provider import SimClock
 
@@ -379,6 +380,48 @@ async def test_a_restarted_process_prices_a_cold_cache_as_the_one_that_wrote_the
             prices.append([r.getMessage() for r in caplog.records if "cache cold" in r.message])
             assert [o.trigger for o in action.compactions] == ["cold_cache"], prices
     assert prices[0] == prices[1] and len(prices[0]) == 1
+
+
+async def test_growth_is_measured_from_where_an_overflow_compaction_left_the_context() -> None:
+    """The retried request is the shorter one: the next round's growth starts from it.
+
+    Measured from the refused request instead, the round after the overflow added nothing.
+    """
+    clock = SimClock(1_000.0)
+    s = cold_session(clock)
+    await s.step()
+    add_rounds(s.record, 100, 1)
+    await s.step()
+    one_round = s.hooks.state.growth_per_round
+    assert one_round > 500
+    retry = await s.overflow()
+    assert retry is not None and retry.compactions
+    add_rounds(s.record, 101, 1)
+    await s.step()
+    assert s.hooks.state.growth_per_round == pytest.approx(one_round, rel=0.02)
+
+
+async def test_a_compaction_between_steps_is_not_a_round() -> None:
+    """`compact_now` sends no request: the cache clock, the rounds and the growth stay true.
+
+    A host's `agent.chat.compact` with `now` runs it between turns; counted as a request, it
+    warmed a cache nothing read, and split the next round's growth over two rounds.
+    """
+    clock = SimClock(1_000.0)
+    s = cold_session(clock)
+    await s.step()
+    add_rounds(s.record, 100, 1)
+    clock.now += 8
+    await s.step()
+    before = s.hooks.state
+    clock.now += 60
+    action = await s.hooks.compact_now(StepContext(record=s.record, round=s.round, turn=s.turn))
+    assert [o.trigger for o in action.compactions] == ["manual"]
+    after = s.hooks.state
+    assert (after.steps, after.last_request_at) == (before.steps, before.last_request_at)
+    add_rounds(s.record, 101, 1)
+    await s.step()
+    assert s.hooks.state.growth_per_round == pytest.approx(before.growth_per_round, rel=0.02)
 
 
 def test_compactor_compacts_on_a_cold_cache() -> None:

@@ -48,6 +48,7 @@ from .compaction.state import (
     micro_due_at,
     pressure_gate,
     quiet_round,
+    rebase_growth,
     report_cold,
     request_manual,
     take_overflow_retry,
@@ -254,6 +255,18 @@ class CompactionHooks:
         quiet = self.quiet_step(ctx)
         if quiet is not None:
             return quiet
+        return await self._step(ctx, sends=True)
+
+    async def compact_now(self, ctx: StepContext, /) -> PreStepAction:
+        """A manual compaction at once, between steps (R15): `pre_step`'s, but no request follows.
+
+        `ctx.compact_focus` steers it. The cache clock and the request count stay as they were;
+        the next round's growth is measured from where it left the context.
+        """
+        return await self._step(replace(ctx, compact_requested=True), sends=False)
+
+    async def _step(self, ctx: StepContext, *, sends: bool) -> PreStepAction:
+        """`pre_step` past its quiet check; `sends` says a request leaves after it."""
         self.recover()
         self._state = at_step(self._state, round_=ctx.round, turn=ctx.turn)
         self._observe_new()
@@ -297,7 +310,12 @@ class CompactionHooks:
             )
         done.extend(fitted)
         self._keep_reminder(fits=True)  # the fit may have summarized it away
-        self._state = self._sent(self._state, start)
+        if sends:
+            self._state = self._sent(self._state, start)
+        else:
+            self._state = rebase_growth(
+                self._state, start_tokens=start, post_tokens=self.pressure()
+            )
         return PreStepAction(compactions=tuple(done), gate=gate)
 
     async def _pressure_path(self) -> tuple[Gate, list[CompactionOutcome]]:
@@ -531,7 +549,9 @@ class CompactionHooks:
             )
         finally:
             if done:  # the baseline is where the compactions left the context
-                self._state = after_forced(self._state, post_tokens=self.pressure(), manual=False)
+                post = self.pressure()  # the retried request: growth is measured from it
+                state = after_forced(self._state, post_tokens=post, manual=False)
+                self._state = rebase_growth(state, start_tokens=before, post_tokens=post)
         if self.pressure() >= before or not done:
             return ()
         self._keep_reminder(fits=True, limit=target)  # a compaction may have taken it away
