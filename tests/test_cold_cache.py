@@ -307,8 +307,15 @@ async def test_no_cold_compaction_with_a_circuit_open_or_inside_the_hysteresis()
 
 
 async def test_the_first_request_of_a_process_is_not_known_to_be_cold() -> None:
+    """No request yet in this process: the clock says nothing about the provider's cache.
+
+    The record is the one that compacts after an idle hour when its requests were sent by
+    this process (the test above), so taken for cold the first request would compact too.
+    """
     clock = SimClock(1_000.0)
-    s = cold_session(clock, rounds=8)
+    s = cold_session(clock)
+    add_rounds(s.record, 100, 20, tokens=5)  # the history of `warm_up(s, clock, 20)`
+    assert s.hooks.policy.cold_threshold_tokens <= s.hooks.pressure()
     clock.now += 86_400
     assert not (await s.step()).compactions
 
