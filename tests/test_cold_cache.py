@@ -306,6 +306,38 @@ async def test_no_cold_compaction_with_a_circuit_open_or_inside_the_hysteresis()
     assert thrashing.hooks.state.circuit == "rapid_refill"
 
 
+async def test_the_quiet_and_the_full_path_agree_on_the_round_a_cold_circuit_closes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """At the round that closes an open circuit, the cold rule may compact: on either path.
+
+    `quiet_step` decides with the circuit as the round leaves it (`circuit_after_healthy`),
+    as the full path does after `gate_round`; deciding with the circuit as it was, the quiet
+    path would let the closing round go by and compact a round late. The same session runs
+    twice, once with the quiet path off; every round must end the same.
+    """
+    runs = []
+    for quiet in (True, False):
+        clock = SimClock(1_000.0)
+        # The circuit closes after 30 healthy rounds (refill window 3 x 10 refills).
+        opened = EngineState(circuit="rapid_refill", healthy_rounds=15)
+        s = cold_session(clock, state=opened, max_rapid_refills=10)
+        if not quiet:
+            monkeypatch.setattr(s.hooks, "quiet_step", lambda ctx: None)
+        await warm_up(s, clock, 5)
+        rounds = []
+        for i in range(12):
+            add_rounds(s.record, 200 + i, 1, tokens=5)
+            clock.now += 301  # every request finds the cache cold
+            triggers = [o.trigger for o in (await s.step()).compactions]
+            rounds.append((triggers, s.hooks.state))
+        runs.append(rounds)
+    assert runs[0] == runs[1]
+    closing = next(i for i, (_, state) in enumerate(runs[0]) if state.circuit is None)
+    assert [i for i, (triggers, _) in enumerate(runs[0]) if triggers] == [closing]
+    assert runs[0][closing][0] == ["cold_cache"]
+
+
 async def test_the_first_request_of_a_process_is_not_known_to_be_cold() -> None:
     """No request yet in this process: the clock says nothing about the provider's cache.
 
