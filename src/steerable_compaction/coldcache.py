@@ -129,8 +129,8 @@ class ColdCacheRule:
                 # A summary is written at about a quarter of its span or less, within the
                 # output room; the retention block comes on top (at most a third of the span,
                 # half of what the summary frees, `retention_tokens`). Both err long, against
-                # compacting. Without a summarizer (or a request that fits) the excerpt, of
-                # the same size at most, is written without a request.
+                # compacting. Without a summarizer, or when no summary request fits the
+                # window, the excerpt (no larger) is written and nothing is sent.
                 asks = summarizer and plan.fits
                 span = max(plan.middle_tokens - plan.kept_tokens, 0)
                 summary = min(span // 4, self.policy.effective_reserved_output_tokens)
@@ -143,12 +143,12 @@ class ColdCacheRule:
             pressure=pressure,
             post_tokens=max(post, 0),
             summary_tokens=summary if asks else 0,
-            growth_per_round=self.growth_per_round(state),
+            growth_per_round=self._growth_per_round(state),
             rounds_seen=self.record.reply_count,
             asks_summarizer=asks,
         )
 
-    def growth_per_round(self, state: EngineState) -> float:
+    def _growth_per_round(self, state: EngineState) -> float:
         """What a round adds to the prompt, on average, as the session's record tells it.
 
         The rounds since the newest rewrite, as the projection shows them (appended since, so

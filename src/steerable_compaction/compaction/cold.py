@@ -22,7 +22,8 @@ the shorter prompt instead of the longer one).
 
 The horizon is the number of rounds the session has run so far (a session that ran N rounds
 is, by the median estimate, halfway through, so N more are expected), at least one and at most
-`MAX_HORIZON`. Growth per round is the session's own average. The price says nothing about
+`MAX_HORIZON`. Growth per round is the caller's estimate (the engine reads both from the
+session's record, `coldcache`). The price says nothing about
 what a summary loses; `policy.cold_threshold_ratio` bounds that (no cold compaction below that
 share of the threshold), and the hysteresis margin keeps a compaction from following another.
 """

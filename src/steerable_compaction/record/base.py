@@ -457,10 +457,11 @@ class Record(ABC):
                 event = entry.event
                 if type(event) is MessageAppended and event.usage is None:
                     seqs.append(entry.seq)
-                    run.append(message := event.message)
+                    run.append(event.message)
                     entries.append(entry)
                     self._message_entries.append(entry)
-                    replies += message.role == "assistant"
+                    if event.message.role == "assistant":
+                        replies += 1
                 else:
                     self._accept(entry)
         finally:
