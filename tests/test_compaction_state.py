@@ -22,6 +22,7 @@ from steerable_compaction.compaction.state import (
     micro_due,
     pressure_gate,
     quiet_round,
+    rebase_growth,
     request_manual,
     take_overflow_retry,
 )
@@ -330,3 +331,17 @@ def test_quiet_round_is_at_step_gate_round_and_after_send_in_one(
     assert one == chained
     if gate == "below_threshold":
         assert circuit_after_healthy(stepped, POLICY) == chained.circuit
+
+
+def test_a_compaction_between_requests_moves_the_growth_baseline_and_counts_no_request() -> None:
+    """Growth up to the compaction counts; the next round's is measured from where it left.
+
+    Before any request there is no baseline to move: the first request starts the count.
+    """
+    sent = after_send(EngineState(), at=1.0, start_tokens=5_000, sent_tokens=5_000)
+    rebased = rebase_growth(sent, start_tokens=5_300, post_tokens=2_000)
+    assert (rebased.steps, rebased.grown_tokens, rebased.last_sent_tokens) == (1, 300, 2_000)
+    assert rebased.last_request_at == sent.last_request_at
+    nxt = after_send(rebased, at=2.0, start_tokens=2_200, sent_tokens=2_200)
+    assert nxt.growth_per_round == 500  # one round: 300 before the compaction, 200 after
+    assert rebase_growth(EngineState(), start_tokens=10, post_tokens=5) == EngineState()

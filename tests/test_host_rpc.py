@@ -119,6 +119,23 @@ async def test_r15_compact_now_runs_at_once_between_turns() -> None:
     assert result["pressure"] < outcome["pre_tokens"]
 
 
+async def test_compact_now_is_no_request_to_the_cold_cache_rule() -> None:
+    """Between turns no request leaves: the engine's request count and clock stay as they were.
+
+    Growth is measured on from where the compaction left the context (issue 28).
+    """
+    wire = Wire(demo_session(MemoryRecord()))
+    await wire.result("agent.chat.send", {"input": "Warm up (read 6 files)."})
+    compaction = wire.session.harness.compaction
+    assert compaction is not None
+    before = compaction.state
+    result = await wire.result("agent.chat.compact", {"now": True})
+    assert result["outcome"]["written"] is True
+    after = compaction.state
+    assert (after.steps, after.last_request_at) == (before.steps, before.last_request_at)
+    assert after.last_sent_tokens == compaction.pressure()
+
+
 async def test_compact_now_on_an_empty_record_reports_nothing_written() -> None:
     """With nothing to compact the outcome says so instead of failing."""
     wire = Wire(demo_session(MemoryRecord()))

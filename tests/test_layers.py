@@ -47,6 +47,7 @@ LAYERS = (
         prefixes=(
             "engine",
             "brackets",
+            "coldcache",
             "cursors",
             "summaries",
             "writer",

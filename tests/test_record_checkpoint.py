@@ -23,8 +23,10 @@ from steerable_compaction.record import (
     MessageAppended,
     Record,
     SqliteRecord,
+    Usage,
 )
 from steerable_compaction.record.checkpoint import (
+    CHECKPOINT_VERSION,
     Checkpoint,
     decode_checkpoint,
     encode_checkpoint,
@@ -100,11 +102,13 @@ def _same(resumed: Record, full: Record) -> None:
     assert list(resumed.projection.seqs) == list(full.projection.seqs)
     assert resumed.projection.open_brackets == full.projection.open_brackets
     assert resumed.message_count == full.message_count
+    assert resumed.reply_count == full.reply_count
+    assert resumed.newest_boundary == full.newest_boundary
     assert resumed._newest_usage == full._newest_usage
-    assert resumed._newest_boundary == full._newest_boundary
     assert resumed.entries[len(full) - 1 :] == list(full.entries)[len(full) - 1 :]
     assert list(resumed.entries) == list(full.entries)
     assert resumed.resumed_at is None  # the older entries are loaded now
+    assert resumed.reply_count == full.reply_count
     assert resumed.history() == full.history()
     assert resumed.compactions() == full.compactions()
     assert resumed.messages() == full.messages()
@@ -196,6 +200,29 @@ def test_reading_from_the_checkpoint_on_loads_nothing_older(store: Store) -> Non
         assert entries == full.entries
 
 
+def test_the_reply_count_and_newest_boundary_need_no_older_entries(store: Store) -> None:
+    """`reply_count` (the rounds a session ran) comes from the checkpoint, then the tail.
+
+    Replies with billed usage and without are counted alike, on open and as appended.
+    """
+    with store.open() as writer:
+        writer.append_message(Message.system("s"))
+        for r in range(3):
+            writer.append_message(Message.user(f"question {r}"))
+            writer.append(
+                MessageAppended(message=Message.assistant(f"a{r}"), usage=Usage(prompt_tokens=9))
+            )
+            writer.append_message(Message.assistant(f"more {r}"))
+            boundary = [writer.append(e).seq for e in _bracket(f"k{r}", writer)][-1]
+        writer.append_message(Message.assistant("after"))
+        assert (writer.reply_count, writer.newest_boundary) == (7, boundary)
+    with store.open(readonly=True) as resumed:
+        assert resumed.resumed_at is not None
+        assert (resumed.reply_count, resumed.newest_boundary) == (7, boundary)
+        resumed.history()  # the older entries load, and agree
+        assert resumed.resumed_at is None and resumed.reply_count == 7
+
+
 def test_a_reader_refreshes_from_where_it_resumed(store: Store) -> None:
     """Entries appended after a resumed reader opened are read on `refresh()`."""
     with store.open() as writer:
@@ -273,15 +300,23 @@ def _damage_checkpoint(store: Store, change: Callable[[bytes], bytes]) -> None:
             )
 
 
+def _layout(line: bytes, version: int) -> bytes:
+    """A checkpoint line relabelled as layout `version`, its checksum made right again."""
+    head = line[: line.rfind(b',"crc":')]
+    old = b'{"checkpoint":%d,' % CHECKPOINT_VERSION
+    return with_crc(head.replace(old, b'{"checkpoint":%d,' % version, 1) + b"}") + b"\n"
+
+
 @pytest.mark.parametrize(
     "change",
     [
         lambda b: b.replace(b"round 2", b"round 9"),  # a changed byte: its checksum fails
         lambda b: b[: len(b) // 2],  # torn
         lambda b: b"",
-        lambda b: with_crc(b[: b.rfind(b',"crc":')].replace(b":1", b":7", 1) + b"}") + b"\n",
+        lambda b: _layout(b, CHECKPOINT_VERSION + 1),
+        lambda b: _layout(b, 1),  # before `replies`
     ],
-    ids=["byte", "torn", "empty", "newer"],
+    ids=["byte", "torn", "empty", "newer", "older"],
 )
 def test_a_damaged_checkpoint_falls_back_to_the_full_read(
     store: Store, change: Callable[[bytes], bytes], caplog: pytest.LogCaptureFixture
@@ -397,6 +432,7 @@ def _checkpoint() -> Checkpoint:
         last_size=40,
         offset=300,
         message_count=3,
+        replies=0,
         newest_usage=-1,
         newest_boundary=4,
         seqs=(0, 4),

@@ -31,6 +31,7 @@ from steerable_compaction.providers import (
     provider_summarizer,
 )
 from steerable_compaction.record import Usage
+from steerable_compaction.sim.provider import SimClock
 from steerable_compaction.testing import (
     FAKE_SUMMARY,
     CacheRules,
@@ -42,16 +43,6 @@ from steerable_compaction.testing import (
     is_summary_request,
 )
 from steerable_compaction.tokens import estimate_tokens, image_tokens
-
-
-class Clock:
-    """A settable clock for TTL tests."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def req(*messages: Message, **kwargs: object) -> CompletionRequest:
@@ -312,7 +303,7 @@ async def test_prefixes_below_the_minimum_are_neither_read_nor_written(
 
 async def test_entries_expire_after_the_ttl() -> None:
     """An entry unread for `ttl_seconds` is gone (OpenAI's fake TTL is 5 minutes)."""
-    clock = Clock()
+    clock = SimClock()
     provider = CachingProvider(window=100_000, clock=clock)
     await provider.complete(req(*transcript(12)))
     clock.now = 299.0
@@ -324,7 +315,7 @@ async def test_entries_expire_after_the_ttl() -> None:
 
 async def test_a_read_refreshes_the_ttl_of_what_it_read() -> None:
     """Anthropic refreshes an entry each time it is used, so steady reads keep it alive."""
-    clock = Clock()
+    clock = SimClock()
     provider = CachingProvider(window=100_000, rules=CacheRules.anthropic(), clock=clock)
     base = transcript(12)
     await provider.complete(req(*base))
@@ -340,7 +331,7 @@ async def test_a_read_refreshes_the_ttl_of_what_it_read() -> None:
 
 async def test_a_partial_read_keeps_only_the_part_read_warm() -> None:
     """Reading a prefix of an entry refreshes that prefix, not the rest of the entry."""
-    clock = Clock()
+    clock = SimClock()
     provider = CachingProvider(window=100_000, rules=CacheRules.anthropic(), clock=clock)
     base = transcript(12)
     await provider.complete(req(*base))
@@ -383,7 +374,7 @@ async def test_caching_stream_equals_complete() -> None:
     def answer(request: CompletionRequest) -> str:
         return f"Seen {len(request.messages)} messages, all of them."
 
-    clocks = Clock(), Clock()
+    clocks = SimClock(), SimClock()
     a = CachingProvider(answer, window=100_000, clock=clocks[0])
     b = CachingProvider(answer, window=100_000, clock=clocks[1])
     for request in (req(*transcript(12)), req(*transcript(12), Message.user("More?"))):

@@ -5,8 +5,9 @@ functions of `compaction.state`, the rewrite is planned by `compaction.plan_comp
 record is the only thing written. `BracketRunner` (`brackets`) writes a planned rewrite: a
 summarizing compaction writes `compaction_start` before the summarizer is called, then
 `compaction_summary`, then the boundary (R36, R38). `RecordCursors` (`cursors`) reads rounds,
-the goal and the newest usage from the record. This module keeps the paths (pressure, micro,
-manual, overflow), the breakers' state and the fit guard.
+the goal and the newest usage from the record. `ColdCacheRule` (`coldcache`) says whether to
+compact now, with the prompt cache cold. This module keeps the paths (pressure, micro, manual,
+overflow, cold cache), the breakers' state and the fit guard.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import replace
 from typing import Literal, assert_never, get_args
 
 from .brackets import BracketRunner
+from .coldcache import ColdCacheRule
 from .compaction import (
     FoldRewrite,
     NothingToDo,
@@ -26,7 +28,6 @@ from .compaction import (
     plan_compaction,
     plan_merge,
 )
-from .compaction.cold import ColdVerdict, cache_expired, price_cold_compaction
 from .compaction.prune import fold_largest
 from .compaction.regions import newest_turn, pinned_indices
 from .compaction.state import (
@@ -47,6 +48,7 @@ from .compaction.state import (
     micro_due_at,
     pressure_gate,
     quiet_round,
+    rebase_growth,
     report_cold,
     request_manual,
     take_overflow_retry,
@@ -151,6 +153,9 @@ class CompactionHooks:
         self._summaries = SummaryWriter(summarizer, self.meter, timeout=summarizer_timeout)
         self._brackets = BracketRunner(record, policy, self.meter, self._summaries, self._writer)
         self._cursors = RecordCursors(record)  # caches over the record, not decisions
+        self._cold = ColdCacheRule(
+            record, policy, self.meter, self._clock, replay_images=replay_images
+        )
         self._recovery_done = False
         self.last_outcome: CompactionOutcome | None = None
         """The newest compaction's outcome (written or not), for hosts and tests."""
@@ -226,8 +231,8 @@ class CompactionHooks:
         gate = pressure_gate(state, policy, pressure)  # the round and turn do not change it
         if gate in ("compact", "limit"):
             return None
-        if gate == "below_threshold" and self._cold_due(
-            state, pressure, circuit_after_healthy(state, policy) is not None
+        if gate == "below_threshold" and self._cold.due(
+            state, pressure, circuit_open=circuit_after_healthy(state, policy) is not None
         ):
             return None
         self._state = quiet_round(
@@ -250,6 +255,18 @@ class CompactionHooks:
         quiet = self.quiet_step(ctx)
         if quiet is not None:
             return quiet
+        return await self._step(ctx, sends=True)
+
+    async def compact_now(self, ctx: StepContext, /) -> PreStepAction:
+        """A manual compaction at once, between steps (R15): `pre_step`'s, but no request follows.
+
+        `ctx.compact_focus` steers it. The cache clock and the request count stay as they were;
+        the next round's growth is measured from where it left the context.
+        """
+        return await self._step(replace(ctx, compact_requested=True), sends=False)
+
+    async def _step(self, ctx: StepContext, *, sends: bool) -> PreStepAction:
+        """`pre_step` past its quiet check; `sends` says a request leaves after it."""
         self.recover()
         self._state = at_step(self._state, round_=ctx.round, turn=ctx.turn)
         self._observe_new()
@@ -293,7 +310,12 @@ class CompactionHooks:
             )
         done.extend(fitted)
         self._keep_reminder(fits=True)  # the fit may have summarized it away
-        self._state = self._sent(self._state, start)
+        if sends:
+            self._state = self._sent(self._state, start)
+        else:
+            self._state = rebase_growth(
+                self._state, start_tokens=start, post_tokens=self.pressure()
+            )
         return PreStepAction(compactions=tuple(done), gate=gate)
 
     async def _pressure_path(self) -> tuple[Gate, list[CompactionOutcome]]:
@@ -327,88 +349,15 @@ class CompactionHooks:
             self.record.append(self._reminder())
         return gate, [outcome, *fitted]
 
-    def _cold_due(self, state: EngineState, pressure: int, circuit_open: bool) -> bool:
-        """Whether the cache is cold and the pressure high enough to price a compaction now.
-
-        Not while a circuit is open (compaction is not keeping up), nor within the hysteresis
-        margin of the last compaction (another would free too little), nor at or above the
-        threshold (the pressure path's).
-        """
-        policy = self.policy
-        if not state.cache_reported_cold and (
-            policy.cache_ttl_seconds is None or state.last_request_at is None
-        ):
-            return False  # not known to be cold: the common case, decided first
-        if not policy.cold_threshold_tokens <= pressure < policy.threshold_tokens:
-            return False
-        if circuit_open or self.record.readonly:
-            return False
-        last = state.last_post_tokens
-        if last is not None and pressure < last + policy.recompact_margin_tokens:
-            return False
-        return cache_expired(
-            state.last_request_at,
-            self._clock(),
-            policy.cache_ttl_seconds,
-            reported=state.cache_reported_cold,
-        )
-
     async def _cold_path(self) -> CompactionOutcome | None:
-        """With the cache cold, compact now when that costs less than waiting (see `cold`)."""
+        """With the cache cold, compact now when that costs less than waiting (`coldcache`)."""
         pressure = self.pressure()
-        if not self._cold_due(self._state, pressure, self._state.circuit_open):
+        if not self._cold.compact_now(self._state, pressure, summarizer=self._summarizer_on()):
             return None
-        verdict = self._price_cold(pressure)
-        if verdict is None or not verdict.compact:
-            if verdict is not None:
-                logger.info(
-                    "cache cold at %d tokens: compacting now would cost %.0f more than waiting "
-                    "over %d rounds; waiting",
-                    pressure,
-                    -verdict.saving,
-                    verdict.rounds,
-                )
-            return None
-        logger.info(
-            "cache cold at %d tokens: compacting now saves about %.0f input-token prices over "
-            "%d rounds",
-            pressure,
-            verdict.saving,
-            verdict.rounds,
-        )
         outcome = await self._compact("cold_cache", "normal", pressure)
         if outcome.written:  # the hysteresis baseline; the breakers count pressure only
             self._state = after_forced(self._state, post_tokens=outcome.post_tokens, manual=False)
         return outcome
-
-    def _price_cold(self, pressure: int) -> ColdVerdict | None:
-        """The price of compacting now against waiting; `None` when nothing is compactable."""
-        plan = self._plan("normal", pressure)
-        match plan:
-            case NothingToDo():
-                return None
-            case FoldRewrite():
-                post, summary = plan.post_tokens, 0
-            case SummaryNeeded():
-                # A summary is written at about a quarter of its span or less, within the
-                # output room; the retention block comes on top (at most a third of the span,
-                # half of what the summary frees, `retention_tokens`). Both err long, against
-                # compacting.
-                span = max(plan.middle_tokens - plan.kept_tokens, 0)
-                summary = min(span // 4, self.policy.effective_reserved_output_tokens)
-                block = min(self.policy.retention_tokens, span // 3, (span - summary) // 2)
-                post = pressure - span + summary + block
-            case _:
-                assert_never(plan)
-        state = self._state
-        return price_cold_compaction(
-            self.policy,
-            pressure=pressure,
-            post_tokens=max(post, 0),
-            summary_tokens=summary,
-            growth_per_round=state.growth_per_round,
-            rounds_seen=state.steps,
-        )
 
     def _reminder(self) -> Reminder:
         # A healthy round may reset the count while the circuit stays open: the reminder
@@ -600,7 +549,9 @@ class CompactionHooks:
             )
         finally:
             if done:  # the baseline is where the compactions left the context
-                self._state = after_forced(self._state, post_tokens=self.pressure(), manual=False)
+                post = self.pressure()  # the retried request: growth is measured from it
+                state = after_forced(self._state, post_tokens=post, manual=False)
+                self._state = rebase_growth(state, start_tokens=before, post_tokens=post)
         if self.pressure() >= before or not done:
             return ()
         self._keep_reminder(fits=True, limit=target)  # a compaction may have taken it away

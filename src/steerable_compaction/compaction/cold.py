@@ -16,17 +16,25 @@ uncached input token:
 - **now**: the summary request written cold (the same prefix the full prompt would write), its
   output, the compacted prompt written; then the same rounds from the compacted level.
 
+Each compaction is priced by what it sends. A fold, or the excerpt summary, asks no summarizer:
+it reads no prefix and writes no output, only the compacted prompt (compacting now then writes
+the shorter prompt instead of the longer one).
+
 The horizon is the number of rounds the session has run so far (a session that ran N rounds
 is, by the median estimate, halfway through, so N more are expected), at least one and at most
-`MAX_HORIZON`. Growth per round is the session's own average. The price says nothing about
+`MAX_HORIZON`. Growth per round is the caller's estimate (the engine reads both from the
+session's record, `coldcache`). The price says nothing about
 what a summary loses; `policy.cold_threshold_ratio` bounds that (no cold compaction below that
 share of the threshold), and the hysteresis margin keeps a compaction from following another.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Protocol
+
+from ..errors import ConfigError
 
 __all__ = [
     "MAX_HORIZON",
@@ -114,30 +122,49 @@ def price_cold_compaction(
     summary_tokens: int,
     growth_per_round: float,
     rounds_seen: int,
+    asks_summarizer: bool,
 ) -> ColdVerdict:
     """Compacting now, with the cache cold, against waiting for the pressure path (see above).
 
     `pressure` is the prompt now, `post_tokens` what a compaction would leave, `summary_tokens`
-    the output it would write (0 for a fold), `growth_per_round` how much a round adds.
+    the summarizer's output, `growth_per_round` how much a round adds; `asks_summarizer` says
+    the compaction sends a summary request (false: a fold or the excerpt, `summary_tokens` 0).
+    A price or an input that is not a finite number >= 0 raises `ConfigError` naming it.
     """
-    if min(pressure, post_tokens, summary_tokens, rounds_seen) < 0 or growth_per_round < 0:
-        raise ValueError("token counts, growth and rounds must be non-negative")
     read = prices.cache_read_price_ratio
     write = prices.cache_write_price_ratio
     output = prices.output_price_ratio
     threshold = prices.threshold_tokens
+    for key, value in (
+        ("cache_read_price_ratio", read),
+        ("cache_write_price_ratio", write),
+        ("output_price_ratio", output),
+        ("threshold_tokens", threshold),
+        ("pressure", pressure),
+        ("post_tokens", post_tokens),
+        ("summary_tokens", summary_tokens),
+        ("growth_per_round", growth_per_round),
+        ("rounds_seen", rounds_seen),
+    ):
+        # NaN fails every comparison: unchecked, it would price any compaction as "wait".
+        if not (math.isfinite(value) and value >= 0):
+            raise ConfigError(key, value, "a finite number >= 0")
+    if summary_tokens and not asks_summarizer:
+        raise ConfigError("summary_tokens", summary_tokens, "0 when no summarizer is asked")
     rounds = min(max(rounds_seen, 1), MAX_HORIZON)
     compaction = output * summary_tokens + write * post_tokens
+    request = read if asks_summarizer else 0.0  # what its request pays a prefix token, warm
 
     def rest(cost: float, level: float) -> float:
         for _ in range(rounds):
             cost += read * level + write * growth_per_round
             level += growth_per_round
             if level >= threshold:  # a warm pressure compaction
-                cost += read * level + compaction
+                cost += request * level + compaction
                 level = post_tokens
         return cost
 
     wait = rest(write * pressure, pressure)
-    now = rest(write * pressure + compaction, post_tokens)
+    sent = write * pressure if asks_summarizer else 0.0  # the summary request, written cold
+    now = rest(sent + compaction, post_tokens)
     return ColdVerdict(now=now, wait=wait, rounds=rounds, cost=compaction)

@@ -76,6 +76,7 @@ __all__ = [
     "micro_due_at",
     "pressure_gate",
     "quiet_round",
+    "rebase_growth",
     "report_cold",
     "request_manual",
     "take_overflow_retry",
@@ -134,7 +135,8 @@ class EngineState:
     is when the last request left (the engine's clock; `None`: none in this process),
     `cache_reported_cold` that the host said the cache is cold, `steps` the requests sent,
     `grown_tokens` what they added in all (pressure at a step's start over the last one sent),
-    `last_sent_tokens` the pressure of the last request sent.
+    `last_sent_tokens` the pressure of the last request sent, or where a compaction between
+    two requests left it (`rebase_growth`).
     """
 
     round: int = 0
@@ -226,6 +228,17 @@ def _grown(state: EngineState, start: int) -> int:
     if state.last_sent_tokens is None:
         return state.grown_tokens
     return state.grown_tokens + max(start - state.last_sent_tokens, 0)
+
+
+def rebase_growth(state: EngineState, *, start_tokens: int, post_tokens: int) -> EngineState:
+    """A compaction between two requests: an overflow retry, or a manual one between steps.
+
+    No request is counted. The growth up to `start_tokens` (the pressure before it) is, and the
+    next round's is measured from `post_tokens`, where it left the context.
+    """
+    if state.last_sent_tokens is None:
+        return state  # no request yet: the first one starts the count
+    return replace(state, grown_tokens=_grown(state, start_tokens), last_sent_tokens=post_tokens)
 
 
 def quiet_round(

@@ -257,13 +257,9 @@ class Session:
             raise RuntimeError("compaction is not enabled in this harness")
         loop = self.harness.loop
         with self._sink(sink):
-            action = await compaction.pre_step(
+            action = await compaction.compact_now(
                 StepContext(
-                    record=self.record,
-                    round=loop.round,
-                    turn=loop.turn,
-                    compact_requested=True,
-                    compact_focus=focus,
+                    record=self.record, round=loop.round, turn=loop.turn, compact_focus=focus
                 )
             )
         return action.compactions[0] if action.compactions else None

@@ -136,6 +136,7 @@ class Record(ABC):
         # the meter's anchor is found in O(1) (`usage.newest_usage`).
         self._newest_usage = -1
         self._newest_boundary = -1
+        self._replies = 0  # assistant messages: the rounds the session ran
         # A resumed record holds entries from `_base` on; `_resumed` is the checkpoint it
         # resumed from, until the entries before it load (`_load_head`).
         self._base = 0
@@ -212,6 +213,22 @@ class Record(ABC):
     def message_count(self) -> int:
         """How many raw messages the record holds (compaction never lowers this)."""
         return len(self._message_entries) + (self._resumed.message_count if self._resumed else 0)
+
+    @property
+    def reply_count(self) -> int:
+        """How many assistant messages the record holds: the rounds the session has run.
+
+        Known without reading the entries before a checkpoint (it keeps the count).
+        """
+        return self._replies
+
+    @property
+    def newest_boundary(self) -> int | None:
+        """The seq of the newest compaction boundary (`None`: nothing was rewritten yet).
+
+        Every message the projection shows from a later seq is as it was appended.
+        """
+        return self._newest_boundary if self._newest_boundary >= 0 else None
 
     def history(
         self, offset: int = 0, limit: int | None = None, *, reminders: bool = True
@@ -407,6 +424,8 @@ class Record(ABC):
             self._message_entries.append(entry)
             if event.usage is not None:
                 self._newest_usage = entry.seq
+            if event.message.role == "assistant":
+                self._replies += 1
         elif isinstance(event, CompactionBoundary):
             self._newest_boundary = entry.seq
         elif isinstance(event, Reminder):
@@ -422,6 +441,7 @@ class Record(ABC):
         entries, projection = self._entries, self._projection
         seqs: list[int] = []
         run: list[Message] = []  # plain messages not yet in the projection
+        replies = 0  # assistant messages among them
         try:
             for obj in objs:
                 entry = message_entry(obj, SCHEMA_VERSION)
@@ -440,10 +460,13 @@ class Record(ABC):
                     run.append(event.message)
                     entries.append(entry)
                     self._message_entries.append(entry)
+                    if event.message.role == "assistant":
+                        replies += 1
                 else:
                     self._accept(entry)
         finally:
             projection.extend(seqs, run)
+            self._replies += replies
 
     @abstractmethod
     def _persist(self, entry: Entry, *, durable: bool) -> None:
@@ -526,6 +549,7 @@ class Record(ABC):
             last_size=len(body),
             offset=0,
             message_count=self.message_count,
+            replies=self._replies,
             newest_usage=self._newest_usage,
             newest_boundary=self._newest_boundary,
             seqs=tuple(self._projection.seqs),
@@ -545,6 +569,7 @@ class Record(ABC):
         self._projection = checkpoint.projection()
         self._newest_usage = checkpoint.newest_usage
         self._newest_boundary = checkpoint.newest_boundary
+        self._replies = checkpoint.replies
 
     def _all_entries(self) -> list[Entry]:
         """Every entry, the ones before a checkpoint loaded first if need be."""
@@ -567,6 +592,7 @@ class Record(ABC):
             head._base, head._resumed = 0, None
             head._entries, head._message_entries, head._reminder_entries = [], [], []
             head._projection, head._newest_usage, head._newest_boundary = Projection(), -1, -1
+            head._replies = 0
             head._read_head(checkpoint)
             head._check_head(checkpoint)
             self._reminder_entries = head._reminder_entries + self._reminder_entries
@@ -586,6 +612,7 @@ class Record(ABC):
                 ("messages", same_messages(projection.messages, checkpoint.messages)),
                 ("brackets", not projection.open_brackets),
                 ("message count", len(self._message_entries) == checkpoint.message_count),
+                ("reply count", self._replies == checkpoint.replies),
                 ("usage anchor", self._newest_usage == checkpoint.newest_usage),
                 ("boundary anchor", self._newest_boundary == checkpoint.newest_boundary),
             )

@@ -3,18 +3,21 @@
 After a boundary that replaced a span (the projection just shrank), a store that keeps
 checkpoints writes one: the projection as it stands after entries `[0, seq)` (its messages and
 the seq each came from), with what the record counts of those entries (`message_count`, the
-meter's anchors). Opening the record then folds only the entries from `seq` on into it; the
-older ones load on first use (`Record.entries` before `seq`, `history()`, `compactions()`, an
-iteration) and are checked against the checkpoint then. Checkpoints are derived data, never
-part of the record: a missing, damaged or mismatched one costs a full read, never an entry.
+assistant messages among them as `replies`, the meter's anchors). Opening the record then folds
+only the entries from `seq` on into it; the older ones load on first use (`Record.entries`
+before `seq`, `history()`, `compactions()`, an iteration) and are checked against the
+checkpoint then. Checkpoints are derived data, never part of the record: a missing, damaged or
+mismatched one costs a full read, never an entry.
 
 One checkpoint per record, replaced by each newer one, as one checksummed JSON line (the CRC
-scheme of the entries): `{"checkpoint": 1, "seq", "last": [crc, size], "offset",
-"message_count", "newest_usage", "newest_boundary", "seqs", "messages", "crc"}`. `last` binds
-it to the record: the CRC-32 and size of entry `seq - 1`'s stored bytes (without a newline),
-which the store compares with what its medium holds before trusting the rest; `offset` is
-where entry `seq` starts in a JSONL file (0 elsewhere). No checkpoint is written while a
-bracket is open (its start would have to travel with it).
+scheme of the entries): `{"checkpoint": 2, "seq", "last": [crc, size], "offset",
+"message_count", "replies", "newest_usage", "newest_boundary", "seqs", "messages", "crc"}`
+(layout 1 had no `replies`: a record whose checkpoint is of layout 1 is read whole, until its
+next boundary writes a new one). `last` binds it to the record: the CRC-32 and size of entry
+`seq - 1`'s stored bytes (without a newline), which the store compares with what its medium
+holds before trusting the rest; `offset` is where entry `seq` starts in a JSONL file (0
+elsewhere). No checkpoint is written while a bracket is open (its start would have to travel
+with it).
 """
 
 from __future__ import annotations
@@ -31,8 +34,8 @@ from .projection import Projection
 
 __all__ = ["CHECKPOINT_VERSION", "Checkpoint", "decode_checkpoint", "encode_checkpoint"]
 
-CHECKPOINT_VERSION = 1
-"""The checkpoint layout this build writes and reads (a newer one is ignored: a full read)."""
+CHECKPOINT_VERSION = 2
+"""The checkpoint layout this build writes and reads (any other is ignored: a full read)."""
 
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
 _CRC_KEY = b',"crc":'
@@ -47,6 +50,7 @@ class Checkpoint:
     last_size: int
     offset: int
     message_count: int
+    replies: int
     newest_usage: int
     newest_boundary: int
     seqs: tuple[int, ...]
@@ -67,6 +71,7 @@ def encode_checkpoint(checkpoint: Checkpoint) -> bytes:
         "last": [checkpoint.last_crc, checkpoint.last_size],
         "offset": checkpoint.offset,
         "message_count": checkpoint.message_count,
+        "replies": checkpoint.replies,
         "newest_usage": checkpoint.newest_usage,
         "newest_boundary": checkpoint.newest_boundary,
         "seqs": list(checkpoint.seqs),
@@ -86,7 +91,7 @@ def _int(obj: dict[str, Any], key: str, low: int, high: int) -> int:
 def decode_checkpoint(data: bytes) -> Checkpoint:
     """The checkpoint `data` holds, its checksum and fields verified; `RecordError` if not one.
 
-    A checkpoint of a newer layout raises too: the caller reads the record in full instead.
+    A checkpoint of another layout raises too: the caller reads the record in full instead.
     """
     line = data[:-1] if data.endswith(b"\n") else b""
     at = line.rfind(_CRC_KEY)
@@ -121,6 +126,7 @@ def decode_checkpoint(data: bytes) -> Checkpoint:
         last_size=_int({"size": last[1]}, "size", 1, 2**62),
         offset=_int(obj, "offset", 0, 2**62),
         message_count=_int(obj, "message_count", 0, seq),
+        replies=_int(obj, "replies", 0, seq),
         newest_usage=_int(obj, "newest_usage", -1, seq - 1),
         newest_boundary=_int(obj, "newest_boundary", -1, seq - 1),
         seqs=tuple(seqs),
