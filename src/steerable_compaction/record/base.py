@@ -59,7 +59,7 @@ from .events import (
     MessageAppended,
     Reminder,
 )
-from .fast import message_entry
+from .fast import appended, entry_of, message_entry
 from .projection import Projection
 
 __all__ = ["CompactionInfo", "FsyncPolicy", "Record"]
@@ -327,13 +327,15 @@ class Record(ABC):
                 raise RecordError("the record was opened read-only", path=self._path)
             if self._broken is not None:
                 raise RecordError(self._broken, path=self._path)
-            entry = Entry(len(self), event)
-            if type(event) is not MessageAppended:  # a message always applies: no check to run
+            entry = entry_of(self._base + len(self._entries), event)  # seq: len(self)
+            if type(event) is MessageAppended:  # a message always applies: no check to run
+                durable = self._fsync == "every_event"  # `_should_sync` of a message
+            else:
                 try:
                     self._projection.check(entry)
                 except RecordError as exc:
                     raise RecordError(exc.reason, path=self._path) from None
-            durable = self._should_sync(event)
+                durable = self._should_sync(event)
             if self._batching:
                 self._batch_sync, durable = self._batch_sync or durable, False
             try:
@@ -355,7 +357,7 @@ class Record(ABC):
 
     def append_message(self, message: Message) -> Entry:
         """Shorthand for `append(MessageAppended(message=message))`."""
-        return self.append(MessageAppended(message=message))
+        return self.append(appended(message))
 
     @contextlib.contextmanager
     def batch(self) -> Iterator[None]:
