@@ -386,7 +386,7 @@ _STEPS = st.lists(
 
 def _full_path(compactor: Compactor) -> Compactor:
     """`compactor` with the quiet step switched off: every step takes the full `pre_step`."""
-    compactor.hooks.quiet_step = lambda ctx: None  # type: ignore[method-assign]
+    compactor.hooks.quiet_step_at = lambda round_, turn: None  # type: ignore[method-assign]
     return compactor
 
 

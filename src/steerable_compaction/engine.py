@@ -151,6 +151,8 @@ class CompactionHooks:
         self._summaries = SummaryWriter(summarizer, self.meter, timeout=summarizer_timeout)
         self._brackets = BracketRunner(record, policy, self.meter, self._summaries, self._writer)
         self._cursors = RecordCursors(record)  # caches over the record, not decisions
+        self._gauged: CompactionPolicy | None = None  # the policy `_threshold` was read from
+        self._threshold = 0
         self._recovery_done = False
         self.last_outcome: CompactionOutcome | None = None
         """The newest compaction's outcome (written or not), for hosts and tests."""
@@ -214,17 +216,36 @@ class CompactionHooks:
         Shells with no event loop at hand (the sync `Compactor.prepare`) try it first; the
         decisions are `pre_step`'s own, which starts with it.
         """
+        if ctx.compact_requested:
+            return None
+        return self.quiet_step_at(ctx.round, ctx.turn)
+
+    def quiet_step_at(self, round_: int, turn: int) -> PreStepAction | None:
+        """`quiet_step` of a step at `round_` and `turn` the host asked no compaction of.
+
+        The sync `Compactor.prepare` calls it with no `StepContext` to build (one only when it
+        returns `None`): a tiny step costs a few microseconds, and each one counts.
+        """
         if not self._recovery_done and self.record.projection.open_brackets:
             return None
         state, policy = self._state, self.policy
-        if state.manual_requested or ctx.compact_requested or micro_due_at(ctx.round, policy):
+        if state.manual_requested or micro_due_at(round_, policy):
             return None
-        if self._reminder_missing():
+        if state.circuit == "rapid_refill" and self._reminder_missing():
             return None  # `pre_step` appends it again (an overflow compaction may have taken it)
-        self.recover()  # nothing is open: this only marks recovery done
+        if not self._recovery_done:
+            self.recover()  # nothing is open: this only marks recovery done
         pressure = self.pressure()
-        gate = pressure_gate(state, policy, pressure)  # the round and turn do not change it
-        if gate in ("compact", "limit"):
+        if policy is not self._gauged:  # the threshold is derived: read once per policy
+            self._gauged, self._threshold = policy, policy.threshold_tokens
+        # `pressure_gate`'s first rule, decided here at no call; the round and turn do not
+        # change the gate.
+        gate: Gate = (
+            "below_threshold"
+            if pressure < self._threshold
+            else pressure_gate(state, policy, pressure)
+        )
+        if gate == "compact" or gate == "limit":
             return None
         if gate == "below_threshold" and self._cold_due(
             state, pressure, circuit_after_healthy(state, policy) is not None
@@ -233,8 +254,8 @@ class CompactionHooks:
         self._state = quiet_round(
             state,
             policy,
-            round_=ctx.round,
-            turn=ctx.turn,
+            round_=round_,
+            turn=turn,
             gate=gate,
             pressure=pressure,
             at=self._clock(),

@@ -35,6 +35,19 @@ class Observation:
     message_count: int
 
 
+_new = object.__new__
+_SET_PROMPT = Observation.__dict__["prompt_tokens"].__set__  # slot setters: no validation
+_SET_COUNT = Observation.__dict__["message_count"].__set__  # to skip, nor `__post_init__`
+
+
+def _observation(prompt_tokens: int, message_count: int) -> Observation:
+    """`Observation(...)` without the frozen constructor's `object.__setattr__` (every step)."""
+    made = _new(Observation)
+    _SET_PROMPT(made, prompt_tokens)
+    _SET_COUNT(made, message_count)
+    return made
+
+
 _CACHE_MAX = 1 << 16
 _MIN_SAMPLE = 200  # estimated tokens a span needs before it may teach the factor
 _DECAY = 0.5  # weight left to the earlier spans each time a new one is learned
@@ -171,8 +184,10 @@ class TokenMeter:
 
     def observe(self, prompt_tokens: int, message_count: int) -> None:
         """Record that the request carrying the first `message_count` messages was billed."""
-        _check_count("prompt_tokens", prompt_tokens)
-        _check_count("message_count", message_count)
+        if type(prompt_tokens) is not int or prompt_tokens < 0:  # a plain count: checked here
+            _check_count("prompt_tokens", prompt_tokens)
+        if type(message_count) is not int or message_count < 0:
+            _check_count("message_count", message_count)
         previous, pending = self._observed, self._pending
         if (
             previous is not None
@@ -183,7 +198,7 @@ class TokenMeter:
             and pending[2] >= _MIN_SAMPLE
         ):
             self._learn(prompt_tokens - previous.prompt_tokens, pending[2])
-        self._observed = Observation(prompt_tokens=prompt_tokens, message_count=message_count)
+        self._observed = _observation(prompt_tokens, message_count)
         self._anchor_tokens, self._anchor_count = prompt_tokens, message_count
         self._epoch += 1
         self._pending = None
