@@ -47,6 +47,7 @@ from .compaction.state import (
     micro_due_at,
     pressure_gate,
     quiet_round,
+    quiet_round_into,
     report_cold,
     request_manual,
     take_overflow_retry,
@@ -145,6 +146,8 @@ class CompactionHooks:
         self.meter = meter if meter is not None else TokenMeter(model)
         self._replay_images = replay_images
         self._state = state if state is not None else EngineState()
+        # The state the quiet path made and nobody else holds: it may write it in place.
+        self._private: EngineState | None = None
         self._writer = CompactionWriter(
             record, self.meter, threshold_tokens=policy.threshold_tokens
         )
@@ -164,6 +167,7 @@ class CompactionHooks:
     @property
     def state(self) -> EngineState:
         """Everything the engine decides from, as one value."""
+        self._private = None  # handed out: a value from now on, never written in place
         return self._state
 
     @property
@@ -251,15 +255,15 @@ class CompactionHooks:
             state, pressure, circuit_after_healthy(state, policy) is not None
         ):
             return None
-        self._state = quiet_round(
-            state,
-            policy,
-            round_=round_,
-            turn=turn,
-            gate=gate,
-            pressure=pressure,
-            at=self._clock(),
-        )
+        at = self._clock()
+        if state is self._private:
+            quiet_round_into(
+                state, policy, round_=round_, turn=turn, gate=gate, pressure=pressure, at=at
+            )
+        else:  # the first quiet step, or the state was handed out: a state of its own
+            self._state = self._private = quiet_round(
+                state, policy, round_=round_, turn=turn, gate=gate, pressure=pressure, at=at
+            )
         return _QUIET[gate]
 
     def _sent(self, state: EngineState, start: int) -> EngineState:

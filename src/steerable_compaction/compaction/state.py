@@ -76,6 +76,7 @@ __all__ = [
     "micro_due_at",
     "pressure_gate",
     "quiet_round",
+    "quiet_round_into",
     "report_cold",
     "request_manual",
     "take_overflow_retry",
@@ -244,6 +245,55 @@ def quiet_round(
     the request leaves carrying `pressure`. The same state as the three in a row, for the
     quiet path's cost (every step of a long session takes it).
     """
+    new = replace(state)
+    _write_quiet(new, *_quiet_values(state, settings, round_, turn, gate, pressure, at))
+    return new
+
+
+def quiet_round_into(
+    state: EngineState,
+    settings: BreakerSettings,
+    *,
+    round_: int,
+    turn: int,
+    gate: Gate,
+    pressure: int,
+    at: float,
+) -> None:
+    """`quiet_round` written into `state` itself, not into a copy.
+
+    `EngineState` is a value: only its owner may call this, an engine that made `state` and
+    never handed it out (its quiet path, every step of a long session: no copy of 19 fields).
+    """
+    _write_quiet(state, *_quiet_values(state, settings, round_, turn, gate, pressure, at))
+
+
+_QUIET_FIELDS = (
+    "round",
+    "turn",
+    "overflow_retries",
+    "consecutive_failures",
+    "rapid_refills",
+    "healthy_rounds",
+    "circuit",
+    "last_request_at",
+    "cache_reported_cold",
+    "steps",
+    "grown_tokens",
+    "last_sent_tokens",
+)
+
+
+def _quiet_values(
+    state: EngineState,
+    settings: BreakerSettings,
+    round_: int,
+    turn: int,
+    gate: Gate,
+    pressure: int,
+    at: float,
+) -> tuple[Any, ...]:
+    """The `_QUIET_FIELDS` of `state` once a quiet round is counted, in order."""
     if gate == "below_threshold":  # `healthy`, at the new round
         failures, rounds = 0, state.healthy_rounds + 1
         refills = _refills_after_healthy(state, settings, round_)
@@ -251,21 +301,35 @@ def quiet_round(
     else:
         failures, refills, rounds = state.consecutive_failures, state.rapid_refills, 0
         circuit = state.circuit
-    return replace(
-        state,
-        round=round_,
-        turn=turn,
-        overflow_retries=0 if turn != state.turn else state.overflow_retries,
-        consecutive_failures=failures,
-        rapid_refills=refills,
-        healthy_rounds=rounds,
-        circuit=circuit,
-        last_request_at=at,
-        cache_reported_cold=False,
-        steps=state.steps + 1,
-        grown_tokens=_grown(state, pressure),
-        last_sent_tokens=pressure,
+    return (
+        round_,
+        turn,
+        0 if turn != state.turn else state.overflow_retries,
+        failures,
+        refills,
+        rounds,
+        circuit,
+        at,  # `after_send`: the request leaves now, the cache is warm again
+        False,
+        state.steps + 1,
+        _grown(state, pressure),
+        pressure,
     )
+
+
+def _quiet_writer() -> Callable[..., None]:
+    """Sets the `_QUIET_FIELDS` of a state in place, by their slot setters (generated once)."""
+    scope: dict[str, Any] = {}
+    lines = [f"def write(state, {', '.join(_QUIET_FIELDS)}):"]
+    for i, name in enumerate(_QUIET_FIELDS):
+        scope[f"_set{i}"] = getattr(EngineState, name).__set__
+        lines.append(f"    _set{i}(state, {name})")
+    exec("\n".join(lines), scope)
+    made: Callable[..., None] = scope["write"]
+    return made
+
+
+_write_quiet = _quiet_writer()
 
 
 def report_cold(state: EngineState) -> EngineState:
