@@ -113,16 +113,20 @@ class PairRepair:
         """Take in messages appended to the source, in order."""
         # The newest turn's `no result` answers stay off the list while results may still
         # come, so a call answered in the same batch never has one made for it.
-        self._drop_tail()
+        # A step brings a few messages: the checks for open calls stand here, not in calls.
+        if self._pending:
+            self._drop_tail()
+        append = self._append
         for message in messages:
-            self._append(message)
-        self._put_tail()
+            append(message)
+        if self._pending:
+            self._put_tail()
 
     # -- one message -------------------------------------------------------------------------
 
     def _append(self, message: Message) -> None:
         index = self._source
-        self._source += 1
+        self._source = index + 1
         result = message.tool_result
         if result is not None:
             call_id = result.call_id
@@ -130,10 +134,12 @@ class PairRepair:
                 self._answered.add(call_id)
                 self._answer(call_id, message)
                 return
-            self._flush()
+            if self._pending:
+                self._flush()
             self._out.append(orphan_note(result))
             return
-        self._flush()
+        if self._pending:
+            self._flush()
         self._out.append(message)
         parts = message.parts
         if message.role == "assistant" and parts and isinstance(parts[-1], ToolCall):
@@ -233,21 +239,24 @@ class PairedProjection:
 
     def sync(self) -> Sequence[Message]:
         """The repaired projection as it stands now (a view, valid until the next call)."""
-        record, repair = self._record, self._repair
+        record, repair, seen = self._record, self._repair, self._seen
         entries = record.entries
         count = len(entries)
-        # A resumed record's checkpoint follows a boundary: what came before it is not read.
-        base = getattr(record, "resumed_at", None) or 0  # `Projected` does not require it
-        rewritten = self._seen < base
-        for index in range(max(self._seen, base), count):
+        rewritten = False
+        if not seen:
+            # A resumed record's checkpoint follows a boundary: what came before it is not
+            # read. Its base never grows, so once past it the later calls need not ask.
+            seen = getattr(record, "resumed_at", None) or 0  # `Projected` does not require it
+            rewritten = seen > 0
+        for index in range(seen, count):
             if isinstance(entries[index].event, CompactionBoundary):
                 rewritten = True
                 break
         self._seen = count
         projection = record.projection.messages
-        done = repair.source_length
+        done = repair._source
         if rewritten or len(projection) < done:
             repair.reset(projection)
         elif len(projection) > done:
             repair.extend(projection[done:])
-        return repair.messages
+        return repair._out
