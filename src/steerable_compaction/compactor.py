@@ -205,8 +205,7 @@ class Compactor:
         """
         if any(m.role == "user" for m in new_messages):
             self.new_turn()
-        for message in new_messages:
-            self.record.append_message(message)
+        self.record.append_messages(new_messages)
 
     def request_compact(self, focus: str | None = None) -> None:
         """Compact at the next `prepare`, whatever the pressure (R15).
@@ -295,9 +294,7 @@ class Compactor:
         self._turn_marked = False
         if last_prompt_tokens is not None and self._sent_count is not None:
             self.hooks.observe(last_prompt_tokens, self._sent_count)
-        append = self.record.append_message
-        for message in new_messages:
-            append(message)
+        self.record.append_messages(new_messages)
         self._round += 1
 
     def _sync_step(self, new_messages: Sequence[Message], last_prompt_tokens: int | None) -> None:
