@@ -142,11 +142,16 @@ class TokenMeter:
         entry = self._cache.get(id(message))
         if entry is not None and entry[0] is message:
             return entry[1]
+        return self._price_new(message)
+
+    def _price_new(self, message: Message) -> int:
+        """Price `message`, which the cache does not hold (`_raw` looked), and cache it."""
         value = _message_cost(message, self._cal, self._price)
-        if len(self._cache) >= _CACHE_MAX:
-            for key in list(self._cache)[: _CACHE_MAX // 2]:
-                del self._cache[key]
-        self._cache[id(message)] = (message, value)
+        cache = self._cache
+        if len(cache) >= _CACHE_MAX:
+            for key in list(cache)[: _CACHE_MAX // 2]:
+                del cache[key]
+        cache[id(message)] = (message, value)
         return value
 
     def _scaled(self, raw: int) -> int:
@@ -168,14 +173,16 @@ class TokenMeter:
                 f"{self._anchor_count}; call rewrite() when the transcript is replaced"
             )
         raw = 0
-        cache, price = self._cache, self._raw
+        # The cache is looked up here, so a miss goes straight to pricing (no second lookup).
+        cache, price = self._cache, self._price_new
         for i in range(self._anchor_count, count):  # a step adds a few: no generator for them
             message = messages[i]
             entry = cache.get(id(message))
             raw += entry[1] if entry is not None and entry[0] is message else price(message)
         if self._online and self._observed is not None:
             self._pending = (self._epoch, count, raw)
-        total = self._anchor_tokens + self._scaled(raw)
+        factor = self._factor  # `_scaled`, without the call
+        total = self._anchor_tokens + (raw if factor == 1.0 else math.ceil(raw * factor))
         if self._observed is None and self._anchor_count == 0 and count:
             # The first whole estimate becomes the anchor until a provider reports usage, so
             # the next call costs O(new messages) too (R7: only the first is estimated whole).
