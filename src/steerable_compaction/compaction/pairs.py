@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol, cast
 
-from ..messages import Message, ToolCall
+from ..messages import Message, ToolCall, ToolResult
 from ..record.events import CompactionBoundary, Entry
 from .regions import no_result_message, orphan_note
 
@@ -127,12 +127,20 @@ class PairRepair:
     def _append(self, message: Message) -> None:
         index = self._source
         self._source = index + 1
-        result = message.tool_result
-        if result is not None:
+        if message.role == "tool":  # its one part is its result (`Message.tool_result`)
+            result = cast("ToolResult", message.parts[0])
             call_id = result.call_id
             if call_id in self._issued and call_id not in self._answered:
+                # The result goes in place; the call it answers loses its `no result` message.
+                # An open call is either the newest turn's (pending, answered at the end) or
+                # older (answered mid-list).
                 self._answered.add(call_id)
-                self._answer(call_id, message)
+                position = self._open.pop(call_id, None)
+                if position is None:
+                    self._pending.remove(call_id)
+                else:
+                    self._delete(position)
+                self._out.append(message)
                 return
             if self._pending:
                 self._flush()
@@ -146,16 +154,6 @@ class PairRepair:
             # Calls come last in an assistant message; a lone call is all its parts.
             calls = cast("tuple[ToolCall]", parts) if len(parts) == 1 else message.tool_calls
             self._issue(calls, index)
-
-    def _answer(self, call_id: str, message: Message) -> None:
-        """Put a result in place; the call it answers loses its `no result` message."""
-        # An open call is either the newest turn's (pending, answered at the end) or older.
-        position = self._open.pop(call_id, None)
-        if position is None:
-            self._pending.remove(call_id)
-        else:
-            self._delete(position)
-        self._out.append(message)
 
     def _issue(self, calls: tuple[ToolCall, ...], index: int) -> None:
         issued, first, pending = self._issued, self._first, self._pending
