@@ -246,7 +246,7 @@ def quiet_round(
     quiet path's cost (every step of a long session takes it).
     """
     new = replace(state)
-    _write_quiet(new, *_quiet_values(state, settings, round_, turn, gate, pressure, at))
+    quiet_round_into(new, settings, round_=round_, turn=turn, gate=gate, pressure=pressure, at=at)
     return new
 
 
@@ -265,7 +265,28 @@ def quiet_round_into(
     `EngineState` is a value: only its owner may call this, an engine that made `state` and
     never handed it out (its quiet path, every step of a long session: no copy of 19 fields).
     """
-    _write_quiet(state, *_quiet_values(state, settings, round_, turn, gate, pressure, at))
+    if gate == "below_threshold":  # `healthy`, at the new round
+        failures, rounds = 0, state.healthy_rounds + 1
+        refills = _refills_after_healthy(state, settings, round_)
+        circuit = circuit_after_healthy(state, settings)
+    else:
+        failures, refills, rounds = state.consecutive_failures, state.rapid_refills, 0
+        circuit = state.circuit
+    _write_quiet(  # every value is read from `state` before the first is written
+        state,
+        round_,
+        turn,
+        0 if turn != state.turn else state.overflow_retries,
+        failures,
+        refills,
+        rounds,
+        circuit,
+        at,  # `after_send`: the request leaves now, the cache is warm again
+        False,
+        state.steps + 1,
+        _grown(state, pressure),
+        pressure,
+    )
 
 
 _QUIET_FIELDS = (
@@ -282,39 +303,6 @@ _QUIET_FIELDS = (
     "grown_tokens",
     "last_sent_tokens",
 )
-
-
-def _quiet_values(
-    state: EngineState,
-    settings: BreakerSettings,
-    round_: int,
-    turn: int,
-    gate: Gate,
-    pressure: int,
-    at: float,
-) -> tuple[Any, ...]:
-    """The `_QUIET_FIELDS` of `state` once a quiet round is counted, in order."""
-    if gate == "below_threshold":  # `healthy`, at the new round
-        failures, rounds = 0, state.healthy_rounds + 1
-        refills = _refills_after_healthy(state, settings, round_)
-        circuit = circuit_after_healthy(state, settings)
-    else:
-        failures, refills, rounds = state.consecutive_failures, state.rapid_refills, 0
-        circuit = state.circuit
-    return (
-        round_,
-        turn,
-        0 if turn != state.turn else state.overflow_retries,
-        failures,
-        refills,
-        rounds,
-        circuit,
-        at,  # `after_send`: the request leaves now, the cache is warm again
-        False,
-        state.steps + 1,
-        _grown(state, pressure),
-        pressure,
-    )
 
 
 def _quiet_writer() -> Callable[..., None]:
