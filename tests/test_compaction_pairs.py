@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -11,6 +12,7 @@ from steerable_compaction.compaction.pairs import PairedProjection, PairRepair
 from steerable_compaction.record import (
     CompactionBoundary,
     Edit,
+    JsonlRecord,
     MemoryRecord,
     MessageAppended,
     Reminder,
@@ -224,3 +226,33 @@ def test_r22b_a_call_issued_again_is_answered_after_its_newest_turn() -> None:
         "[no result recorded for read_file call 'a']",
         "[no result recorded for bash call 'b']",
     ]
+
+
+def test_paired_projection_of_a_resumed_record_reads_nothing_before_its_checkpoint(
+    tmp_path: Path,
+) -> None:
+    """A record resumed from a checkpoint keeps its older entries unread through every sync."""
+    path = tmp_path / "session.jsonl"
+    with JsonlRecord(path) as record:
+        record.append_message(Message.system("s"))
+        for i in range(4):
+            record.append_message(Message.user(f"m{i}"))
+        record.append(
+            CompactionBoundary(
+                action="summarize",
+                pre_tokens=9,
+                post_tokens=2,
+                replacement_count=1,
+                span=(1, 4),
+                replacement=(Message.user("<summary>m0-m2</summary>"),),
+            )
+        )
+    with JsonlRecord(path) as record:
+        assert record.resumed_at is not None
+        view = PairedProjection(record)
+        assert list(view.sync()) == repair_tool_pairs(record.projection.messages)
+        record.append_message(Message.assistant(None, [_call("a", "bash")]))
+        assert list(view.sync()) == repair_tool_pairs(record.projection.messages)
+        record.append_message(Message.tool("a", "out"))
+        assert list(view.sync()) == repair_tool_pairs(record.projection.messages)
+        assert record.resumed_at is not None

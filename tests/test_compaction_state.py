@@ -22,6 +22,7 @@ from steerable_compaction.compaction.state import (
     micro_due,
     pressure_gate,
     quiet_round,
+    quiet_round_into,
     rebase_growth,
     request_manual,
     take_overflow_retry,
@@ -329,6 +330,9 @@ def test_quiet_round_is_at_step_gate_round_and_after_send_in_one(
     chained = after_send(chained, at=at, start_tokens=pressure, sent_tokens=pressure)
     one = quiet_round(state, POLICY, round_=round_, turn=turn, gate=gate, pressure=pressure, at=at)
     assert one == chained
+    copy = replace(state)
+    quiet_round_into(copy, POLICY, round_=round_, turn=turn, gate=gate, pressure=pressure, at=at)
+    assert copy == chained  # the owner's in-place write leaves the same state
     if gate == "below_threshold":
         assert circuit_after_healthy(stepped, POLICY) == chained.circuit
 

@@ -2,17 +2,22 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from dataclasses import replace
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from steerable_compaction import (
     ContextOverflowError,
     Message,
     MessageError,
     OverflowRetriesExhaustedError,
+    RequestTooLargeError,
     resolve_compaction_policy,
 )
 from steerable_compaction.compaction import SummaryRequest
+from steerable_compaction.compaction.state import CircuitReason, EngineState
 from steerable_compaction.compactor import Compactor
 from steerable_compaction.record import JsonlRecord
 from tests.compaction_helpers import span_values
@@ -351,3 +356,109 @@ def test_an_interrupt_in_the_summarizer_propagates_and_the_compactor_still_works
     out = compactor.prepare(grow(messages, 10, 1))
     assert out[2].text.startswith("<compacted-summary>")
     compactor.close()
+
+
+# -- the quiet step against the full pre-step ----------------------------------------------------
+
+
+class _Clock:
+    """Seconds that move only when a step says so."""
+
+    def __init__(self) -> None:
+        self.now = 1_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+_STEPS = st.lists(
+    st.tuples(
+        st.sampled_from(["round", "round", "round", "unanswered", "user", "text", "none"]),
+        st.integers(0, 3),  # body size, a power of 7 lines
+        st.sampled_from([None, 0.8, 1.0, 1.3]),  # billed / estimated, the previous request
+        st.sampled_from([0.0, 5.0, 400.0]),  # seconds since the previous request
+        st.sampled_from(["", "", "", "", "state", "compact", "cold", "turn"]),
+    ),
+    min_size=10,
+    max_size=60,
+)
+
+
+def _full_path(compactor: Compactor) -> Compactor:
+    """`compactor` with the quiet step switched off: every step takes the full `pre_step`."""
+    compactor.hooks.quiet_step_at = lambda round_, turn: None  # type: ignore[method-assign]
+    return compactor
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    steps=_STEPS,
+    micro=st.sampled_from([0, 4]),
+    circuit=st.sampled_from([None, None, "rapid_refill", "consecutive_failures"]),
+)
+def test_the_quiet_step_leaves_what_the_full_pre_step_leaves(
+    steps: list[tuple[str, int, float | None, float, str]],
+    micro: int,
+    circuit: CircuitReason | None,
+) -> None:
+    """Property: over random steps, `prepare` and a compactor without its quiet step agree.
+
+    Same lists handed out, same records, same engine state and pressure after every step:
+    the quiet step (and everything it skips) is the full `pre_step` of a step that compacts
+    nothing, over tool rounds, unanswered calls, turns, usage, idle gaps, a cold cache,
+    manual compactions and a host reading the state in between, from a closed or open circuit
+    (the rapid-refill one keeps its reminder in view).
+    """
+    policy = POLICY.replace(
+        cache_ttl_seconds=300.0, cold_threshold_ratio=0.5, micro_compact_interval_rounds=micro
+    )
+    clocks = _Clock(), _Clock()
+    quiet = Compactor(policy, clock=clocks[0], env={})
+    full = _full_path(Compactor(policy, clock=clocks[1], env={}))
+    for c in (quiet, full):
+        c.hooks._state = EngineState(circuit=circuit)  # as a resumed engine may start
+    opening = [Message.system("You are a coding agent."), Message.user("Fix the parser.")]
+    handed = [quiet.prepare(list(opening)), full.prepare(list(opening))]
+    held: list[tuple[EngineState, EngineState]] = []
+    sent = quiet.pressure()
+    for i, (kind, size, billed, idle, host) in enumerate(steps):
+        new: list[Message] = []
+        if kind in ("round", "unanswered"):
+            new = tool_round(i, f"[n{i}] the parser reads token {i}\n" * 7**size)
+            if kind == "unanswered":
+                new = new[:1]
+        elif kind == "user":
+            new = [Message.user(f"Now look at case {i}.")]
+        elif kind == "text":
+            new = [Message.assistant(f"Case {i} is done.")]
+        for c, clock in zip((quiet, full), clocks, strict=True):
+            clock.now += idle
+            if host == "state":
+                held.append((c.hooks.state, replace(c.hooks.state)))
+            elif host == "compact":
+                c.request_compact()
+            elif host == "cold":
+                c.report_cache_cold()
+            elif host == "turn":
+                c.new_turn()
+        usage = None if billed is None else int(sent * billed)
+        outcomes: list[list[Message] | RequestTooLargeError] = []
+        for c, h in zip((quiet, full), handed, strict=True):
+            try:
+                outcomes.append(c.prepare([*h, *new], last_prompt_tokens=usage))
+            except RequestTooLargeError as exc:
+                outcomes.append(exc)
+        if isinstance(outcomes[0], RequestTooLargeError):  # both give up alike, or neither
+            assert repr(outcomes[0]) == repr(outcomes[1])
+            break
+        handed = [h for h in outcomes if not isinstance(h, RequestTooLargeError)]
+        assert handed[0] == handed[1]
+        assert list(quiet.record.entries) == list(full.record.entries)
+        # Read past `state`: a host holding the state may change how the engine keeps it.
+        assert quiet.hooks._state == full.hooks._state
+        sent = quiet.pressure()
+        assert sent == full.pressure()
+    for state, copy in held:  # a state handed out is a value: no step changes it
+        assert state == copy
+    quiet.close()
+    full.close()

@@ -202,6 +202,27 @@ async def test_r16_below_threshold_nothing_is_written() -> None:
     assert len(s.record) == before
 
 
+async def test_a_policy_set_on_the_hooks_moves_the_threshold_at_the_next_step() -> None:
+    """A policy set on the hooks (as the adapters do) is in force at the next quiet step."""
+    s = session(rounds=6)  # about 3,700 tokens: under the threshold of 8,000
+    assert (await s.step()).gate == "below_threshold"
+    s.hooks.policy = policy(threshold_ratio=0.2)  # 2,000
+    action = await s.step()
+    assert action.gate == "compact" and action.compactions
+    s.hooks.policy = policy()
+    assert (await s.step()).gate == "below_threshold"
+
+
+def test_the_quiet_step_ends_one_token_under_the_threshold() -> None:
+    """At the threshold the quiet step hands over to `pre_step`; one token under, it is quiet."""
+    s = session(rounds=2)
+    count = len(s.record.projection)
+    s.hooks.observe(7_999, count)
+    assert s.hooks.quiet_step_at(1, 1) is not None
+    s.hooks.observe(8_000, count)
+    assert s.hooks.quiet_step_at(2, 1) is None
+
+
 async def test_r17_fold_alone_writes_a_boundary_without_a_bracket_or_llm_call() -> None:
     """R17/R36: when folding suffices, a boundary (action compact) and no summarizer call."""
     summarizer = FakeSummarizer()

@@ -324,3 +324,16 @@ def test_the_fast_path_builds_a_tool_round() -> None:
         message=Message.assistant("t", [ToolCall(id="c1", name="run", arguments="{}")])
     )
     assert result.event == MessageAppended(message=Message.tool("c1", "t", is_error=True))
+
+
+@given(message=strategies.messages("any"), seq=st.integers(0, 2**40))
+def test_the_append_constructors_build_what_the_dataclass_constructors_build(
+    message: Message, seq: int
+) -> None:
+    """Property: `appended` and `entry_of` (`Record.append_message`) equal the constructors."""
+    event = fast.appended(message)
+    assert event == MessageAppended(message=message) and event.message is message
+    assert repr(event) == repr(MessageAppended(message=message))
+    entry = fast.entry_of(seq, event)
+    assert entry == Entry(seq, event) and hash(entry) == hash(Entry(seq, event))
+    assert entry.event is event

@@ -389,6 +389,58 @@ def test_text_that_is_not_valid_unicode_is_a_named_error_and_nothing_is_written(
         assert len(again) == 1
 
 
+def _messages_of(events: list[Event]) -> list[Message]:
+    return [e.message for e in events if isinstance(e, MessageAppended) and e.usage is None]
+
+
+@pytest.mark.parametrize("fsync", ["every_event", "every_boundary", "never"])
+def test_append_messages_writes_what_one_append_each_writes(
+    durable_store: Store, monkeypatch: pytest.MonkeyPatch, fsync: str
+) -> None:
+    """Same entries, same flushes, same record on reopening as `append_message` of each."""
+    store = durable_store
+    messages = _messages_of(small_session())
+    seen: list[bool] = []
+    original = store.cls._persist
+
+    def spy(self: Record, entry: Entry, *, durable: bool) -> None:
+        seen.append(durable)
+        original(self, entry, durable=durable)
+
+    monkeypatch.setattr(store.cls, "_persist", spy)
+    with store.open(fsync=fsync) as record:
+        record.append_message(messages[0])
+        written = record.append_messages(iter(messages[1:]))
+        assert written == list(record.entries)[1:]
+        assert record.append_messages([]) == []
+        with record.batch():
+            record.append_messages(messages[:2])
+    assert seen == [fsync == "every_event"] * len(messages) + [False, False]
+    with store.open(readonly=True) as again:
+        assert [e.event for e in again] == [MessageAppended(message=m) for m in messages] + [
+            MessageAppended(message=m) for m in messages[:2]
+        ]
+        assert [e.seq for e in again] == list(range(len(messages) + 2))
+        with pytest.raises(RecordError, match="read-only"):
+            again.append_messages(messages[:1])
+    closed = store.open()
+    closed.close()
+    with pytest.raises(RecordError, match="closed"):
+        closed.append_messages(messages[:1])
+
+
+def test_append_messages_stops_at_text_that_is_not_valid_unicode(durable_store: Store) -> None:
+    """The messages before the bad one are appended; it and those after it are not."""
+    store = durable_store
+    good = [Message.user("one"), Message.user("two")]
+    with store.open() as record:
+        with pytest.raises(RecordError, match="not valid Unicode"):
+            record.append_messages([*good, Message.tool("c1", "bad \udcff"), Message.user("x")])
+        assert record.messages() == good
+    with store.open(readonly=True) as again:
+        assert again.messages() == good
+
+
 # -- corruption and hostile files (issue 14) ------------------------------------------------------
 
 

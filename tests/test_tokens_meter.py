@@ -132,7 +132,15 @@ def test_r7_meter_rejects_bad_input() -> None:
         meter.observe(True, 1)
     with pytest.raises(TypeError, match="message_count must be an int"):
         meter.observe(10, 1.5)  # type: ignore[arg-type]
+
+    class Count(int):
+        """An int subclass (not a bool) is a count too."""
+
+    meter.observe(Count(7), Count(3))
+    assert meter.last_observed == Observation(prompt_tokens=7, message_count=3)
     meter.observe(100, 5)
+    assert meter.last_observed == Observation(prompt_tokens=100, message_count=5)
+    assert repr(meter.last_observed) == repr(Observation(prompt_tokens=100, message_count=5))
     with pytest.raises(ValueError, match=r"has 2 messages but .* first 5; call rewrite\(\)"):
         meter.pressure(transcript(0))
 

@@ -205,8 +205,7 @@ class Compactor:
         """
         if any(m.role == "user" for m in new_messages):
             self.new_turn()
-        for message in new_messages:
-            self.record.append_message(message)
+        self.record.append_messages(new_messages)
 
     def request_compact(self, focus: str | None = None) -> None:
         """Compact at the next `prepare`, whatever the pressure (R15).
@@ -280,6 +279,11 @@ class Compactor:
         self, new_messages: Sequence[Message], last_prompt_tokens: int | None
     ) -> StepContext:
         """Record `new_messages` and the last usage; the context of the step they start."""
+        self._record_new(new_messages, last_prompt_tokens)
+        return StepContext(record=self.record, round=self._round, turn=self._turn)
+
+    def _record_new(self, new_messages: Sequence[Message], last_prompt_tokens: int | None) -> None:
+        """Record `new_messages` and the last usage, and count the step they start."""
         # Plain loops, not generators: a step brings two or three messages (the tiny-step
         # benchmark of `peer.py` counts every microsecond here).
         if not self._turn_marked:
@@ -290,16 +294,14 @@ class Compactor:
         self._turn_marked = False
         if last_prompt_tokens is not None and self._sent_count is not None:
             self.hooks.observe(last_prompt_tokens, self._sent_count)
-        append = self.record.append_message
-        for message in new_messages:
-            append(message)
+        self.record.append_messages(new_messages)
         self._round += 1
-        return StepContext(record=self.record, round=self._round, turn=self._turn)
 
     def _sync_step(self, new_messages: Sequence[Message], last_prompt_tokens: int | None) -> None:
-        """`_step` for the sync methods: the event loop only when the engine may compact."""
-        ctx = self._record_step(new_messages, last_prompt_tokens)
-        if self.hooks.quiet_step(ctx) is None:
+        """`_step` for the sync methods: the event loop (and a context) only if it may compact."""
+        self._record_new(new_messages, last_prompt_tokens)
+        if self.hooks.quiet_step_at(self._round, self._turn) is None:
+            ctx = StepContext(record=self.record, round=self._round, turn=self._turn)
             self._run(self.hooks.pre_step(ctx))
 
     def _hand_out(self, given: Sequence[Message] = ()) -> list[Message]:
@@ -359,11 +361,10 @@ class Compactor:
 
     @staticmethod
     def _check_no_running_loop() -> None:
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return
-        raise RuntimeError("called from a running event loop: use the *_async method instead")
+        # `get_running_loop` would raise when there is none, the common case: `_get_running_loop`
+        # (public in `asyncio.events.__all__`) answers `None` at a tenth of that.
+        if asyncio._get_running_loop() is not None:
+            raise RuntimeError("called from a running event loop: use the *_async method instead")
 
     def _run(self, coro: Coroutine[Any, Any, _T]) -> _T:
         """Run `coro` on this compactor's own event loop (one per compactor, not one per call)."""

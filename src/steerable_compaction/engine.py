@@ -48,6 +48,7 @@ from .compaction.state import (
     micro_due_at,
     pressure_gate,
     quiet_round,
+    quiet_round_into,
     rebase_growth,
     report_cold,
     request_manual,
@@ -147,6 +148,8 @@ class CompactionHooks:
         self.meter = meter if meter is not None else TokenMeter(model)
         self._replay_images = replay_images
         self._state = state if state is not None else EngineState()
+        # The state the quiet path made and nobody else holds: it may write it in place.
+        self._private: EngineState | None = None
         self._writer = CompactionWriter(
             record, self.meter, threshold_tokens=policy.threshold_tokens
         )
@@ -156,6 +159,8 @@ class CompactionHooks:
         self._cold = ColdCacheRule(
             record, policy, self.meter, self._clock, replay_images=replay_images
         )
+        self._gauged: CompactionPolicy | None = None  # the policy `_threshold` was read from
+        self._threshold = 0
         self._recovery_done = False
         self.last_outcome: CompactionOutcome | None = None
         """The newest compaction's outcome (written or not), for hosts and tests."""
@@ -167,6 +172,7 @@ class CompactionHooks:
     @property
     def state(self) -> EngineState:
         """Everything the engine decides from, as one value."""
+        self._private = None  # handed out: a value from now on, never written in place
         return self._state
 
     @property
@@ -219,31 +225,50 @@ class CompactionHooks:
         Shells with no event loop at hand (the sync `Compactor.prepare`) try it first; the
         decisions are `pre_step`'s own, which starts with it.
         """
+        if ctx.compact_requested:
+            return None
+        return self.quiet_step_at(ctx.round, ctx.turn)
+
+    def quiet_step_at(self, round_: int, turn: int) -> PreStepAction | None:
+        """`quiet_step` of a step at `round_` and `turn` the host asked no compaction of.
+
+        The sync `Compactor.prepare` calls it with no `StepContext` to build (one only when it
+        returns `None`): a tiny step costs a few microseconds, and each one counts.
+        """
         if not self._recovery_done and self.record.projection.open_brackets:
             return None
         state, policy = self._state, self.policy
-        if state.manual_requested or ctx.compact_requested or micro_due_at(ctx.round, policy):
+        if state.manual_requested or micro_due_at(round_, policy):
             return None
-        if self._reminder_missing():
+        if state.circuit == "rapid_refill" and self._reminder_missing():
             return None  # `pre_step` appends it again (an overflow compaction may have taken it)
-        self.recover()  # nothing is open: this only marks recovery done
+        if not self._recovery_done:
+            self.recover()  # nothing is open: this only marks recovery done
         pressure = self.pressure()
-        gate = pressure_gate(state, policy, pressure)  # the round and turn do not change it
-        if gate in ("compact", "limit"):
+        if policy is not self._gauged:  # the threshold is derived: read once per policy
+            self._gauged, self._threshold = policy, policy.threshold_tokens
+        # `pressure_gate`'s first rule, decided here at no call; the round and turn do not
+        # change the gate.
+        gate: Gate = (
+            "below_threshold"
+            if pressure < self._threshold
+            else pressure_gate(state, policy, pressure)
+        )
+        if gate == "compact" or gate == "limit":
             return None
         if gate == "below_threshold" and self._cold.due(
             state, pressure, circuit_open=circuit_after_healthy(state, policy) is not None
         ):
             return None
-        self._state = quiet_round(
-            state,
-            policy,
-            round_=ctx.round,
-            turn=ctx.turn,
-            gate=gate,
-            pressure=pressure,
-            at=self._clock(),
-        )
+        at = self._clock()
+        if state is self._private:
+            quiet_round_into(
+                state, policy, round_=round_, turn=turn, gate=gate, pressure=pressure, at=at
+            )
+        else:  # the first quiet step, or the state was handed out: a state of its own
+            self._state = self._private = quiet_round(
+                state, policy, round_=round_, turn=turn, gate=gate, pressure=pressure, at=at
+            )
         return _QUIET[gate]
 
     def _sent(self, state: EngineState, start: int) -> EngineState:

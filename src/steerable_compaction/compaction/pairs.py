@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol, cast
 
-from ..messages import Message, ToolCall
+from ..messages import Message, ToolCall, ToolResult
 from ..record.events import CompactionBoundary, Entry
 from .regions import no_result_message, orphan_note
 
@@ -113,43 +113,47 @@ class PairRepair:
         """Take in messages appended to the source, in order."""
         # The newest turn's `no result` answers stay off the list while results may still
         # come, so a call answered in the same batch never has one made for it.
-        self._drop_tail()
+        # A step brings a few messages: the checks for open calls stand here, not in calls.
+        if self._pending:
+            self._drop_tail()
+        append = self._append
         for message in messages:
-            self._append(message)
-        self._put_tail()
+            append(message)
+        if self._pending:
+            self._put_tail()
 
     # -- one message -------------------------------------------------------------------------
 
     def _append(self, message: Message) -> None:
         index = self._source
-        self._source += 1
-        result = message.tool_result
-        if result is not None:
+        self._source = index + 1
+        if message.role == "tool":  # its one part is its result (`Message.tool_result`)
+            result = cast("ToolResult", message.parts[0])
             call_id = result.call_id
             if call_id in self._issued and call_id not in self._answered:
+                # The result goes in place; the call it answers loses its `no result` message.
+                # An open call is either the newest turn's (pending, answered at the end) or
+                # older (answered mid-list).
                 self._answered.add(call_id)
-                self._answer(call_id, message)
+                position = self._open.pop(call_id, None)
+                if position is None:
+                    self._pending.remove(call_id)
+                else:
+                    self._delete(position)
+                self._out.append(message)
                 return
-            self._flush()
+            if self._pending:
+                self._flush()
             self._out.append(orphan_note(result))
             return
-        self._flush()
+        if self._pending:
+            self._flush()
         self._out.append(message)
         parts = message.parts
         if message.role == "assistant" and parts and isinstance(parts[-1], ToolCall):
             # Calls come last in an assistant message; a lone call is all its parts.
             calls = cast("tuple[ToolCall]", parts) if len(parts) == 1 else message.tool_calls
             self._issue(calls, index)
-
-    def _answer(self, call_id: str, message: Message) -> None:
-        """Put a result in place; the call it answers loses its `no result` message."""
-        # An open call is either the newest turn's (pending, answered at the end) or older.
-        position = self._open.pop(call_id, None)
-        if position is None:
-            self._pending.remove(call_id)
-        else:
-            self._delete(position)
-        self._out.append(message)
 
     def _issue(self, calls: tuple[ToolCall, ...], index: int) -> None:
         issued, first, pending = self._issued, self._first, self._pending
@@ -233,21 +237,24 @@ class PairedProjection:
 
     def sync(self) -> Sequence[Message]:
         """The repaired projection as it stands now (a view, valid until the next call)."""
-        record, repair = self._record, self._repair
+        record, repair, seen = self._record, self._repair, self._seen
         entries = record.entries
         count = len(entries)
-        # A resumed record's checkpoint follows a boundary: what came before it is not read.
-        base = getattr(record, "resumed_at", None) or 0  # `Projected` does not require it
-        rewritten = self._seen < base
-        for index in range(max(self._seen, base), count):
+        rewritten = False
+        if not seen:
+            # A resumed record's checkpoint follows a boundary: what came before it is not
+            # read. Its base never grows, so once past it the later calls need not ask.
+            seen = getattr(record, "resumed_at", None) or 0  # `Projected` does not require it
+            rewritten = seen > 0
+        for index in range(seen, count):
             if isinstance(entries[index].event, CompactionBoundary):
                 rewritten = True
                 break
         self._seen = count
         projection = record.projection.messages
-        done = repair.source_length
+        done = repair._source
         if rewritten or len(projection) < done:
             repair.reset(projection)
         elif len(projection) > done:
             repair.extend(projection[done:])
-        return repair.messages
+        return repair._out

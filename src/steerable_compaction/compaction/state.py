@@ -76,6 +76,7 @@ __all__ = [
     "micro_due_at",
     "pressure_gate",
     "quiet_round",
+    "quiet_round_into",
     "rebase_growth",
     "report_cold",
     "request_manual",
@@ -257,6 +258,26 @@ def quiet_round(
     the request leaves carrying `pressure`. The same state as the three in a row, for the
     quiet path's cost (every step of a long session takes it).
     """
+    new = replace(state)
+    quiet_round_into(new, settings, round_=round_, turn=turn, gate=gate, pressure=pressure, at=at)
+    return new
+
+
+def quiet_round_into(
+    state: EngineState,
+    settings: BreakerSettings,
+    *,
+    round_: int,
+    turn: int,
+    gate: Gate,
+    pressure: int,
+    at: float,
+) -> None:
+    """`quiet_round` written into `state` itself, not into a copy.
+
+    `EngineState` is a value: only its owner may call this, an engine that made `state` and
+    never handed it out (its quiet path, every step of a long session: no copy of 19 fields).
+    """
     if gate == "below_threshold":  # `healthy`, at the new round
         failures, rounds = 0, state.healthy_rounds + 1
         refills = _refills_after_healthy(state, settings, round_)
@@ -264,21 +285,52 @@ def quiet_round(
     else:
         failures, refills, rounds = state.consecutive_failures, state.rapid_refills, 0
         circuit = state.circuit
-    return replace(
+    _write_quiet(  # every value is read from `state` before the first is written
         state,
-        round=round_,
-        turn=turn,
-        overflow_retries=0 if turn != state.turn else state.overflow_retries,
-        consecutive_failures=failures,
-        rapid_refills=refills,
-        healthy_rounds=rounds,
-        circuit=circuit,
-        last_request_at=at,
-        cache_reported_cold=False,
-        steps=state.steps + 1,
-        grown_tokens=_grown(state, pressure),
-        last_sent_tokens=pressure,
+        round_,
+        turn,
+        0 if turn != state.turn else state.overflow_retries,
+        failures,
+        refills,
+        rounds,
+        circuit,
+        at,  # `after_send`: the request leaves now, the cache is warm again
+        False,
+        state.steps + 1,
+        _grown(state, pressure),
+        pressure,
     )
+
+
+_QUIET_FIELDS = (
+    "round",
+    "turn",
+    "overflow_retries",
+    "consecutive_failures",
+    "rapid_refills",
+    "healthy_rounds",
+    "circuit",
+    "last_request_at",
+    "cache_reported_cold",
+    "steps",
+    "grown_tokens",
+    "last_sent_tokens",
+)
+
+
+def _quiet_writer() -> Callable[..., None]:
+    """Sets the `_QUIET_FIELDS` of a state in place, by their slot setters (generated once)."""
+    scope: dict[str, Any] = {}
+    lines = [f"def write(state, {', '.join(_QUIET_FIELDS)}):"]
+    for i, name in enumerate(_QUIET_FIELDS):
+        scope[f"_set{i}"] = getattr(EngineState, name).__set__
+        lines.append(f"    _set{i}(state, {name})")
+    exec("\n".join(lines), scope)
+    made: Callable[..., None] = scope["write"]
+    return made
+
+
+_write_quiet = _quiet_writer()
 
 
 def report_cold(state: EngineState) -> EngineState:

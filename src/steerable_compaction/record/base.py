@@ -39,7 +39,7 @@ import os
 import threading
 import zlib
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -59,7 +59,7 @@ from .events import (
     MessageAppended,
     Reminder,
 )
-from .fast import message_entry
+from .fast import appended, entry_of, message_entry
 from .projection import Projection
 
 __all__ = ["CompactionInfo", "FsyncPolicy", "Record"]
@@ -338,31 +338,19 @@ class Record(ABC):
         Raises `RecordError` (writing nothing) if the event breaks a record invariant.
         """
         with self._lock:
-            if self._closed:
-                raise RecordError("the record is closed", path=self._path)
-            if self._readonly:
-                raise RecordError("the record was opened read-only", path=self._path)
-            if self._broken is not None:
-                raise RecordError(self._broken, path=self._path)
-            entry = Entry(len(self), event)
-            if type(event) is not MessageAppended:  # a message always applies: no check to run
+            self._check_writable()
+            entry = entry_of(self._base + len(self._entries), event)  # seq: len(self)
+            if type(event) is MessageAppended:  # a message always applies: no check to run
+                durable = self._fsync == "every_event"  # `_should_sync` of a message
+            else:
                 try:
                     self._projection.check(entry)
                 except RecordError as exc:
                     raise RecordError(exc.reason, path=self._path) from None
-            durable = self._should_sync(event)
+                durable = self._should_sync(event)
             if self._batching:
                 self._batch_sync, durable = self._batch_sync or durable, False
-            try:
-                self._persist(entry, durable=durable)
-            except UnicodeEncodeError as exc:
-                # A lone surrogate (e.g. from undecodable tool output) cannot be stored as
-                # UTF-8; nothing was written.
-                raise RecordError(
-                    f"the {event.kind} event holds text that is not valid Unicode "
-                    f"({exc.reason} at position {exc.start}); nothing was written",
-                    path=self._path,
-                ) from None
+            self._persist_encodable(entry, durable)
             self._accept(entry)
             if isinstance(event, CompactionBoundary) and event.span is not None:
                 self._checkpoint_due = self._keeps_checkpoints
@@ -372,7 +360,53 @@ class Record(ABC):
 
     def append_message(self, message: Message) -> Entry:
         """Shorthand for `append(MessageAppended(message=message))`."""
-        return self.append(MessageAppended(message=message))
+        return self.append(appended(message))
+
+    def append_messages(self, messages: Iterable[Message]) -> list[Entry]:
+        """`append_message` of each of `messages` in order; their entries.
+
+        The same entries and writes as one call each, under one lock and one set of checks (an
+        agent step appends a few). A message the medium refuses raises as `append` would,
+        after the messages before it were appended.
+        """
+        with self._lock:
+            self._check_writable()
+            durable = self._fsync == "every_event"  # `_should_sync` of a message
+            if self._batching:
+                self._batch_sync, durable = self._batch_sync or durable, False
+            entries, base = self._entries, self._base
+            write, accept = self._persist_encodable, self._accept
+            out = []
+            for message in messages:
+                entry = entry_of(base + len(entries), appended(message))
+                write(entry, durable)
+                accept(entry)
+                out.append(entry)
+            if self._checkpoint_due and not self._batching:
+                self._write_checkpoint()
+            return out
+
+    def _check_writable(self) -> None:
+        """Raise `RecordError` unless this handle may append (called with the lock held)."""
+        if self._closed:
+            raise RecordError("the record is closed", path=self._path)
+        if self._readonly:
+            raise RecordError("the record was opened read-only", path=self._path)
+        if self._broken is not None:
+            raise RecordError(self._broken, path=self._path)
+
+    def _persist_encodable(self, entry: Entry, durable: bool) -> None:
+        """`_persist` `entry`, its text refused by name if the medium cannot encode it."""
+        try:
+            self._persist(entry, durable=durable)
+        except UnicodeEncodeError as exc:
+            # A lone surrogate (e.g. from undecodable tool output) cannot be stored as
+            # UTF-8; nothing was written.
+            raise RecordError(
+                f"the {entry.event.kind} event holds text that is not valid Unicode "
+                f"({exc.reason} at position {exc.start}); nothing was written",
+                path=self._path,
+            ) from None
 
     @contextlib.contextmanager
     def batch(self) -> Iterator[None]:

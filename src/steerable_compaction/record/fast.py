@@ -6,6 +6,10 @@ the constructors check (exact types, role rules, calls after text, unique call i
 ids) and sets the slots directly. Anything else (images, usage, an unknown key, a field these
 builders do not know) returns `None`, and the caller takes the validating decoder.
 tests/test_record_codec.py proves both paths agree.
+
+`appended` and `entry_of` are the constructors of an append (`Record.append_message` builds both
+for every message): the same values as `MessageAppended(message=m)` and `Entry(seq, event)`,
+built by the same slot setters (these two classes check nothing on construction).
 """
 
 from __future__ import annotations
@@ -14,9 +18,9 @@ from dataclasses import fields
 from typing import Any
 
 from ..messages import Message, TextPart, ToolCall, ToolResult
-from .events import Entry, MessageAppended
+from .events import Entry, Event, MessageAppended
 
-__all__ = ["ENABLED", "message_entry"]
+__all__ = ["ENABLED", "appended", "entry_of", "message_entry"]
 
 _new = object.__new__
 _CLASSES = (Message, TextPart, ToolCall, ToolResult, MessageAppended, Entry)
@@ -147,6 +151,27 @@ def message_entry(obj: Any, max_version: int) -> Entry | None:
     _MESSAGE(event, out)
     _USAGE(event, None)
     _KIND(event, "message")
+    entry = _new(Entry)
+    _SEQ(entry, seq)
+    _EVENT(entry, event)
+    return entry
+
+
+def appended(message: Message) -> MessageAppended:
+    """`MessageAppended(message=message)`, without the frozen constructor's `object.__setattr__`."""
+    if not ENABLED:
+        return MessageAppended(message=message)
+    event = _new(MessageAppended)
+    _MESSAGE(event, message)
+    _USAGE(event, None)
+    _KIND(event, "message")
+    return event
+
+
+def entry_of(seq: int, event: Event) -> Entry:
+    """`Entry(seq, event)`, without the frozen constructor's `object.__setattr__`."""
+    if not ENABLED:
+        return Entry(seq, event)
     entry = _new(Entry)
     _SEQ(entry, seq)
     _EVENT(entry, event)

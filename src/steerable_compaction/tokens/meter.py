@@ -35,6 +35,19 @@ class Observation:
     message_count: int
 
 
+_new = object.__new__
+_SET_PROMPT = Observation.__dict__["prompt_tokens"].__set__  # slot setters: no validation
+_SET_COUNT = Observation.__dict__["message_count"].__set__  # to skip, nor `__post_init__`
+
+
+def _observation(prompt_tokens: int, message_count: int) -> Observation:
+    """`Observation(...)` without the frozen constructor's `object.__setattr__` (every step)."""
+    made = _new(Observation)
+    _SET_PROMPT(made, prompt_tokens)
+    _SET_COUNT(made, message_count)
+    return made
+
+
 _CACHE_MAX = 1 << 16
 _MIN_SAMPLE = 200  # estimated tokens a span needs before it may teach the factor
 _DECAY = 0.5  # weight left to the earlier spans each time a new one is learned
@@ -129,11 +142,16 @@ class TokenMeter:
         entry = self._cache.get(id(message))
         if entry is not None and entry[0] is message:
             return entry[1]
+        return self._price_new(message)
+
+    def _price_new(self, message: Message) -> int:
+        """Price `message`, which the cache does not hold (`_raw` looked), and cache it."""
         value = _message_cost(message, self._cal, self._price)
-        if len(self._cache) >= _CACHE_MAX:
-            for key in list(self._cache)[: _CACHE_MAX // 2]:
-                del self._cache[key]
-        self._cache[id(message)] = (message, value)
+        cache = self._cache
+        if len(cache) >= _CACHE_MAX:
+            for key in list(cache)[: _CACHE_MAX // 2]:
+                del cache[key]
+        cache[id(message)] = (message, value)
         return value
 
     def _scaled(self, raw: int) -> int:
@@ -155,14 +173,16 @@ class TokenMeter:
                 f"{self._anchor_count}; call rewrite() when the transcript is replaced"
             )
         raw = 0
-        cache, price = self._cache, self._raw
+        # The cache is looked up here, so a miss goes straight to pricing (no second lookup).
+        cache, price = self._cache, self._price_new
         for i in range(self._anchor_count, count):  # a step adds a few: no generator for them
             message = messages[i]
             entry = cache.get(id(message))
             raw += entry[1] if entry is not None and entry[0] is message else price(message)
         if self._online and self._observed is not None:
             self._pending = (self._epoch, count, raw)
-        total = self._anchor_tokens + self._scaled(raw)
+        factor = self._factor  # `_scaled`, without the call
+        total = self._anchor_tokens + (raw if factor == 1.0 else math.ceil(raw * factor))
         if self._observed is None and self._anchor_count == 0 and count:
             # The first whole estimate becomes the anchor until a provider reports usage, so
             # the next call costs O(new messages) too (R7: only the first is estimated whole).
@@ -171,8 +191,10 @@ class TokenMeter:
 
     def observe(self, prompt_tokens: int, message_count: int) -> None:
         """Record that the request carrying the first `message_count` messages was billed."""
-        _check_count("prompt_tokens", prompt_tokens)
-        _check_count("message_count", message_count)
+        if type(prompt_tokens) is not int or prompt_tokens < 0:  # a plain count: checked here
+            _check_count("prompt_tokens", prompt_tokens)
+        if type(message_count) is not int or message_count < 0:
+            _check_count("message_count", message_count)
         previous, pending = self._observed, self._pending
         if (
             previous is not None
@@ -183,7 +205,7 @@ class TokenMeter:
             and pending[2] >= _MIN_SAMPLE
         ):
             self._learn(prompt_tokens - previous.prompt_tokens, pending[2])
-        self._observed = Observation(prompt_tokens=prompt_tokens, message_count=message_count)
+        self._observed = _observation(prompt_tokens, message_count)
         self._anchor_tokens, self._anchor_count = prompt_tokens, message_count
         self._epoch += 1
         self._pending = None
