@@ -482,3 +482,14 @@ def test_compactor_compacts_on_a_cold_cache() -> None:
     clock.now += 600
     compactor.extend([Message.user("Back again: where were we?")])
     assert [c.trigger for c in record.compactions()] == ["cold_cache"]
+
+
+async def test_a_policy_set_on_the_hooks_holds_for_the_cold_rule_too() -> None:
+    """A host that turns the rule off by setting a new policy on the hooks turns it off."""
+    clock = SimClock(1_000.0)
+    s = cold_session(clock)
+    await warm_up(s, clock, 20)
+    s.hooks.policy = s.hooks.policy.replace(cache_ttl_seconds=None)
+    clock.now += 3_600
+    action = await s.step()
+    assert not action.compactions, [o.trigger for o in action.compactions]

@@ -3,6 +3,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -462,3 +463,43 @@ def test_the_quiet_step_leaves_what_the_full_pre_step_leaves(
         assert state == copy
     quiet.close()
     full.close()
+
+
+def test_extend_with_nothing_new_works_on_a_read_only_record(tmp_path: Path) -> None:
+    """Handing over no new messages writes nothing, so a read-only record answers as before."""
+    from steerable_compaction.record import SqliteRecord
+
+    path = tmp_path / "r.db"
+    with SqliteRecord(path) as writer:
+        writer.append_message(Message.system("s"))
+        writer.append_message(Message.user("go"))
+    with SqliteRecord(path, readonly=True) as reader:
+        compactor = Compactor(resolve_compaction_policy(None, 100_000), record=reader, env={})
+        assert [m.text for m in compactor.extend([])] == ["s", "go"]
+
+
+def test_a_state_read_during_a_quiet_step_is_a_value_the_step_does_not_change(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A host reading `hooks.state` (from any thread) while the quiet path writes its own state.
+
+    The read is placed at the worst moment: after the step chose to write in place.
+    """
+    from steerable_compaction import engine
+
+    compactor = Compactor(resolve_compaction_policy(None, 10_000_000), env={})
+    handed = compactor.prepare([Message.system("s"), Message.user("go")])
+    handed = compactor.prepare([*handed, Message.assistant("one")])
+    seen: list[tuple[EngineState, EngineState]] = []
+    write = engine.quiet_round_into  # type: ignore[attr-defined]
+
+    def host_reads_then_write(state: EngineState, *args: object, **kwargs: object) -> None:
+        read = compactor.hooks.state
+        seen.append((read, replace(read)))
+        write(state, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(engine, "quiet_round_into", host_reads_then_write)
+    for i in range(3):
+        handed = compactor.prepare([*handed, Message.assistant(f"r{i}")])
+    assert seen, "the quiet path wrote in place"
+    assert all(read == snapshot for read, snapshot in seen)

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import event as label
 from hypothesis import strategies as st
 
-from steerable_compaction.errors import RecallError
+from steerable_compaction.errors import RecallError, RecordError
 from steerable_compaction.messages import Message
 from steerable_compaction.recall import hidden_seqs, prepare_index, search, search_history
 from steerable_compaction.recall.fts import TABLE, FtsIndex, match_expression
@@ -567,3 +567,54 @@ def test_hits_do_not_depend_on_how_far_the_index_got(
     # Each search read one chunk (5 searches a round), until the 42 entries were all indexed.
     assert progress == [20, 40, 42, 42, 42, 42, 42, 42, 42, 42, 42, 42]
     record.close()
+
+
+class _FailingCommit:
+    """A connection whose next COMMIT fails, as a full disk would make it."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+        self.fail = False
+
+    def execute(self, sql: str, *args: object) -> sqlite3.Cursor:
+        if self.fail and sql.strip().upper() == "COMMIT":
+            self.fail = False
+            raise sqlite3.OperationalError("disk I/O error")
+        return self.conn.execute(sql, *args)  # type: ignore[arg-type]
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.conn, name)
+
+
+def test_rows_a_lost_batch_took_with_it_are_indexed_again(tmp_path: Path) -> None:
+    """A batch whose commit fails takes its catch-up rows: the messages are still found.
+
+    A reopened writer then indexes a new message at a seq the lost batch had used.
+    """
+    path = tmp_path / "r.db"
+    writer = SqliteRecord(path, fsync="never")
+    writer.append_message(Message.user("warm up"))
+    assert search_history(writer, "zzzz") == []  # the table exists, seq 0 indexed
+    for i in range(5):
+        writer.append_message(Message.user(f"committed needle {i}"))  # seqs 1-5, unindexed
+    summarize(writer, 0, 6)  # seq 6 hides them
+    assert writer._conn is not None
+    conn = writer._conn
+    failing = _FailingCommit(conn)
+    writer._conn = failing  # type: ignore[assignment]
+    with pytest.raises(RecordError):
+        with writer.batch():
+            writer.append_message(Message.user("batched"))
+            assert [h.seq for h in search_history(writer, "needle")] == [5, 4, 3, 2, 1]
+            failing.fail = True
+    assert indexed_rows(path) == [0]  # the catch-up went with the batch
+    assert [h.seq for h in search_history(writer, "needle")] == [5, 4, 3, 2, 1]
+    assert indexed_rows(path) == [0]  # a broken handle writes no rows
+    writer._conn = conn
+    writer.close()
+    with SqliteRecord(path) as reopened:
+        assert [h.seq for h in search_history(reopened, "needle")] == [5, 4, 3, 2, 1]
+        reopened.append_message(Message.user("fresh after the loss"))
+        summarize(reopened, 0, 2)
+        assert [h.seq for h in search_history(reopened, "fresh")] == [len(reopened) - 2]
+        assert indexed_rows(path) == message_seqs(reopened)

@@ -6,7 +6,7 @@ import json
 import logging
 import sqlite3
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -517,3 +517,48 @@ async def test_a_resumed_loop_turn_reads_no_older_entries_and_asks_the_same(
             requests.append(provider.requests[0])
     assert requests[0].messages == requests[1].messages
     assert [t.name for t in requests[0].tools] == [t.name for t in requests[1].tools]
+
+
+def test_append_messages_numbers_each_entry_when_older_entries_load_midway(
+    tmp_path: Path,
+) -> None:
+    """An iterable that reads a resumed record's history between messages: seqs stay in order."""
+    path = tmp_path / "s.jsonl"
+    with JsonlRecord(path) as record:
+        record.append_message(Message.system("s"))
+        for i in range(4):
+            record.append_message(Message.user(f"m{i}"))
+        record.append(
+            CompactionBoundary(
+                action="summarize",
+                pre_tokens=9,
+                post_tokens=2,
+                replacement_count=1,
+                span=(1, 4),
+                replacement=(Message.user("<summary>"),),
+            )
+        )
+    record = JsonlRecord(path)
+    assert record.resumed_at is not None
+
+    def messages() -> Iterator[Message]:
+        yield Message.user("a")
+        record.history()  # loads the older entries
+        yield Message.user("b")
+        yield Message.user("c")
+
+    assert [e.seq for e in record.append_messages(messages())] == [6, 7, 8]
+    record.close()
+    with JsonlRecord(path) as again:
+        assert [e.seq for e in again] == list(range(9))
+
+
+def test_append_messages_of_nothing_is_no_write(tmp_path: Path) -> None:
+    """An empty `append_messages` returns nothing, even on a handle that may not write."""
+    path = tmp_path / "r.db"
+    with SqliteRecord(path) as writer:
+        writer.append_message(Message.system("s"))
+    with SqliteRecord(path, readonly=True) as reader:
+        assert reader.append_messages([]) == []
+        with pytest.raises(RecordError, match="read-only"):
+            reader.append_messages([Message.user("x")])

@@ -144,7 +144,7 @@ class CompactionHooks:
     ) -> None:
         self.record = record
         self._clock = clock if clock is not None else time.monotonic
-        self.policy = policy
+        self._policy = policy
         self.meter = meter if meter is not None else TokenMeter(model)
         self._replay_images = replay_images
         self._state = state if state is not None else EngineState()
@@ -170,10 +170,27 @@ class CompactionHooks:
     # -- state ------------------------------------------------------------------------------
 
     @property
+    def policy(self) -> CompactionPolicy:
+        """The resolved policy in force; a new one set here holds from the next step on."""
+        return self._policy
+
+    @policy.setter
+    def policy(self, policy: CompactionPolicy) -> None:
+        # Every part that decides from the policy reads the one set here.
+        self._policy = policy
+        self._brackets.policy = policy
+        self._cold.policy = policy
+        self._writer.threshold_tokens = policy.threshold_tokens
+
+    @property
     def state(self) -> EngineState:
-        """Everything the engine decides from, as one value."""
-        self._private = None  # handed out: a value from now on, never written in place
-        return self._state
+        """Everything the engine decides from, as one value (a copy: it never changes)."""
+        state = self._state
+        if state is self._private:
+            # The quiet path writes its own state in place: hand out a copy, so a host reading
+            # it (from any thread) holds a value no later step changes.
+            return replace(state)
+        return state
 
     @property
     def summarizer(self) -> Summarizer | None:

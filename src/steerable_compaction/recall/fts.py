@@ -99,7 +99,9 @@ class FtsIndex:
         Between chunks the lock is free, so appends from other threads wait one chunk at most.
         """
         spill = record.spill_directory
-        indexed = 0
+        indexed, fresh = 0, True
+        if record._broken is not None:
+            return False  # a lost group commit: what the table holds is not what this handle has
         while True:
             with record._lock:
                 if not self._created:
@@ -107,7 +109,10 @@ class FtsIndex:
                         return False
                     conn.execute(_CREATE)
                     self._created = True
+                if fresh and not conn.in_transaction:
+                    # What is committed: rows a lost batch took with it are not counted.
                     self._watermark = _read_watermark(conn)
+                fresh = False
                 entries = record.entries
                 first = self._watermark + 1
                 stop = min(len(entries), first + CATCH_UP_CHUNK)

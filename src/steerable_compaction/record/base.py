@@ -369,16 +369,19 @@ class Record(ABC):
         agent step appends a few). A message the medium refuses raises as `append` would,
         after the messages before it were appended.
         """
+        messages = tuple(messages)  # before the lock: an iterable may read this record
+        if not messages:
+            return []  # nothing to append: no handle refuses that
         with self._lock:
             self._check_writable()
             durable = self._fsync == "every_event"  # `_should_sync` of a message
             if self._batching:
                 self._batch_sync, durable = self._batch_sync or durable, False
-            entries, base = self._entries, self._base
             write, accept = self._persist_encodable, self._accept
             out = []
             for message in messages:
-                entry = entry_of(base + len(entries), appended(message))
+                # Read each time: loading a resumed record's older entries moves both.
+                entry = entry_of(self._base + len(self._entries), appended(message))
                 write(entry, durable)
                 accept(entry)
                 out.append(entry)
