@@ -254,7 +254,7 @@ class CompactionHooks:
         """
         if not self._recovery_done and self.record.projection.open_brackets:
             return None
-        state, policy = self._state, self.policy
+        state, policy = self._state, self._policy  # the field: no property call per step
         if state.manual_requested or micro_due_at(round_, policy):
             return None
         if state.circuit == "rapid_refill" and self._reminder_missing():
