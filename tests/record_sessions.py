@@ -261,3 +261,24 @@ def small_session() -> list[Event]:
         MessageAppended(message=Message.assistant("The division by zero is the bug.")),
         CompactionStart(compaction_id="k2", span=(2, 5), pre_tokens=800, action="summarize"),
     ]
+
+
+def write_summarized_jsonl(path: Path, summary: str = "<summary>") -> None:
+    """A JSONL record of a system message and four user messages, m0-m2 summarized (seq 5).
+
+    Reopened, it resumes from the checkpoint that boundary wrote: seqs 0-4 stay unread.
+    """
+    with JsonlRecord(path) as record:
+        record.append_message(Message.system("s"))
+        for i in range(4):
+            record.append_message(Message.user(f"m{i}"))
+        record.append(
+            CompactionBoundary(
+                action="summarize",
+                pre_tokens=9,
+                post_tokens=2,
+                replacement_count=1,
+                span=(1, 4),
+                replacement=(Message.user(summary),),
+            )
+        )

@@ -18,6 +18,8 @@ from steerable_compaction.record import (
     Reminder,
 )
 
+from .record_sessions import write_summarized_jsonl
+
 # A few ids and names, so that calls are answered late, twice, never, re-issued under another
 # name, and results arrive for calls that a cut log lost.
 IDS = st.sampled_from(["a", "b", "c", "d"])
@@ -233,20 +235,7 @@ def test_paired_projection_of_a_resumed_record_reads_nothing_before_its_checkpoi
 ) -> None:
     """A record resumed from a checkpoint keeps its older entries unread through every sync."""
     path = tmp_path / "session.jsonl"
-    with JsonlRecord(path) as record:
-        record.append_message(Message.system("s"))
-        for i in range(4):
-            record.append_message(Message.user(f"m{i}"))
-        record.append(
-            CompactionBoundary(
-                action="summarize",
-                pre_tokens=9,
-                post_tokens=2,
-                replacement_count=1,
-                span=(1, 4),
-                replacement=(Message.user("<summary>m0-m2</summary>"),),
-            )
-        )
+    write_summarized_jsonl(path, "<summary>m0-m2</summary>")
     with JsonlRecord(path) as record:
         assert record.resumed_at is not None
         view = PairedProjection(record)

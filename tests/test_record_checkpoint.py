@@ -40,6 +40,7 @@ from .record_sessions import (
     event_sequences,
     make_store,
     with_crc,
+    write_summarized_jsonl,
 )
 
 _postgres = pytest.param(
@@ -524,20 +525,7 @@ def test_append_messages_numbers_each_entry_when_older_entries_load_midway(
 ) -> None:
     """An iterable that reads a resumed record's history between messages: seqs stay in order."""
     path = tmp_path / "s.jsonl"
-    with JsonlRecord(path) as record:
-        record.append_message(Message.system("s"))
-        for i in range(4):
-            record.append_message(Message.user(f"m{i}"))
-        record.append(
-            CompactionBoundary(
-                action="summarize",
-                pre_tokens=9,
-                post_tokens=2,
-                replacement_count=1,
-                span=(1, 4),
-                replacement=(Message.user("<summary>"),),
-            )
-        )
+    write_summarized_jsonl(path)
     record = JsonlRecord(path)
     assert record.resumed_at is not None
 
