@@ -1,8 +1,8 @@
 """What recall derives from a record in memory: message facts, visibility, the word index.
 
 All three follow the record incrementally: each `update` reads only the entries appended since
-the last one (O(new entries)), so the first search after opening a record builds them and later
-searches pay only for what came since.
+the last one (O(new entries)). The word index may stop short, at a deadline, and go on from
+there at the next search; the messages it has not reached are left to a check one by one.
 """
 
 from __future__ import annotations
