@@ -46,7 +46,7 @@ class CompactionError(Exception):
 
 
 class ConfigError(CompactionError):
-    """A policy or harness value is out of range or of the wrong type.
+    """A policy, harness or pricing value is out of range or of the wrong type.
 
     `message` replaces the standard text where a plain sentence helps more (a missing key).
     """
