@@ -159,8 +159,7 @@ class CompactionHooks:
         self._cold = ColdCacheRule(
             record, policy, self.meter, self._clock, replay_images=replay_images
         )
-        self._gauged: CompactionPolicy | None = None  # the policy `_threshold` was read from
-        self._threshold = 0
+        self._threshold = policy.threshold_tokens  # derived: read once per policy (the setter)
         self._recovery_done = False
         self.last_outcome: CompactionOutcome | None = None
         """The newest compaction's outcome (written or not), for hosts and tests."""
@@ -180,7 +179,7 @@ class CompactionHooks:
         self._policy = policy
         self._brackets.policy = policy
         self._cold.policy = policy
-        self._writer.threshold_tokens = policy.threshold_tokens
+        self._threshold = self._writer.threshold_tokens = policy.threshold_tokens
 
     @property
     def state(self) -> EngineState:
@@ -262,8 +261,6 @@ class CompactionHooks:
         if not self._recovery_done:
             self.recover()  # nothing is open: this only marks recovery done
         pressure = self.pressure()
-        if policy is not self._gauged:  # the threshold is derived: read once per policy
-            self._gauged, self._threshold = policy, policy.threshold_tokens
         # `pressure_gate`'s first rule, decided here at no call; the round and turn do not
         # change the gate.
         gate: Gate = (
