@@ -147,14 +147,7 @@ def message_entry(obj: Any, max_version: int) -> Entry | None:
     _PARTS(out, parts)
     _PINNED(out, False)  # a pinned message has a third key: the validating decoder builds it
     _GOAL(out, False)  # so does a goal
-    event = _new(MessageAppended)
-    _MESSAGE(event, out)
-    _USAGE(event, None)
-    _KIND(event, "message")
-    entry = _new(Entry)
-    _SEQ(entry, seq)
-    _EVENT(entry, event)
-    return entry
+    return entry_of(seq, appended(out))
 
 
 def appended(message: Message) -> MessageAppended:
