@@ -232,6 +232,19 @@ def test_a_reader_refreshes_to_see_what_the_writer_appended(durable_store: Store
 # -- fsync policy ---------------------------------------------------------------------------------
 
 
+def _spy_flushes(store: Store, monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """The `durable` flag of every `_persist` the store's records make from now on, in order."""
+    seen: list[bool] = []
+    original = store.cls._persist
+
+    def spy(self: Record, entry: Entry, *, durable: bool) -> None:
+        seen.append(durable)
+        original(self, entry, durable=durable)
+
+    monkeypatch.setattr(store.cls, "_persist", spy)
+    return seen
+
+
 @pytest.mark.parametrize(
     ("policy", "expected"),
     [
@@ -248,14 +261,7 @@ def test_fsync_policy_decides_which_appends_are_flushed(
 ) -> None:
     """every_event flushes each append, every_boundary only compaction events, never none."""
     store = durable_store
-    seen: list[bool] = []
-    original = store.cls._persist
-
-    def spy(self: Record, entry: Entry, *, durable: bool) -> None:
-        seen.append(durable)
-        original(self, entry, durable=durable)
-
-    monkeypatch.setattr(store.cls, "_persist", spy)
+    seen = _spy_flushes(store, monkeypatch)
     with store.open(fsync=policy) as record:
         record.append(MessageAppended(message=Message.user("a")))
         record.append(MessageAppended(message=Message.user("b")))
@@ -400,14 +406,7 @@ def test_append_messages_writes_what_one_append_each_writes(
     """Same entries, same flushes, same record on reopening as `append_message` of each."""
     store = durable_store
     messages = _messages_of(small_session())
-    seen: list[bool] = []
-    original = store.cls._persist
-
-    def spy(self: Record, entry: Entry, *, durable: bool) -> None:
-        seen.append(durable)
-        original(self, entry, durable=durable)
-
-    monkeypatch.setattr(store.cls, "_persist", spy)
+    seen = _spy_flushes(store, monkeypatch)
     with store.open(fsync=fsync) as record:
         record.append_message(messages[0])
         written = record.append_messages(iter(messages[1:]))
