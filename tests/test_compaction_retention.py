@@ -84,6 +84,29 @@ def test_code_data_rows_and_repeated_shapes_are_left_to_the_history_tools() -> N
     assert check(messages).found == 0
 
 
+def test_a_clock_time_is_no_stated_value() -> None:
+    """The colons of `09:42:33` separate no key from a value: a log line stays a data row.
+
+    Two log lines (too few to count as a repeated shape) and one stated fact: read as
+    `key: value`, each timestamp ranked as a fact and crowded the statement out of a small
+    block.
+    """
+    logs = (
+        "2025-03-07T02:42:33Z DEBUG db-5 reads session 58834 in 61ms\n"
+        "2025-03-07T19:29:32Z WARN  sync-6 release 4374 failed: window error code 432"
+    )
+    messages = [
+        Message.tool("c1", logs),
+        Message.tool("c2", "note: the deploy freeze end date is 2025-06-27"),
+    ]
+    result = check(messages)
+    logged = [atom for atom in result.kept if "2025-03-07T" in atom.clause]
+    assert logged and all(atom.kind == "number" for atom in logged)
+    stated = "- note: the deploy freeze end date is 2025-06-27 [history seq 101]\n"
+    one_line = estimate_tokens(f"{RETAINED_HEADING}\n") + estimate_tokens(stated)
+    assert "2025-06-27" in check(messages, budget=one_line).block
+
+
 def test_chinese_and_japanese_statements_are_facts() -> None:
     """A value stated after `：`, 是, 为 or は is an atom, in CJK text too."""
     messages = [

@@ -77,7 +77,8 @@ _HANDLE = re.compile(
 _EMAIL = re.compile(rf"(?<![\w.+-])[\w.+-]+@{_PART}(?:\.{_PART})*\.[A-Za-z]{{2,}}(?![\w-])")
 _DOTTED = re.compile(r"[A-Za-z_][\w-]+(?:\.[A-Za-z_][\w-]+)+")  # hosts, modules, file names
 _SENTENCE_BREAK = re.compile(r"[a-z]+\.[A-Z][a-z]+")  # "green.Now": a missing space, no name
-_SEPARATOR = re.compile(r"[:=\uff1a]|\b(?:is|are|was|equals)\b|为|是|は")
+# A colon between two digits is a clock time or a ratio (`09:42:33`, `16:9`), not `key: value`.
+_SEPARATOR = re.compile(r"(?<!\d):|:(?!\d)|[=\uff1a]|\b(?:is|are|was|equals)\b|为|是|は")
 _VALUE = re.compile(r"\s*([^\s,;\u3002\u3001\uff0c\uff1b]{1,60})")
 _CLAUSES = re.compile(r"(?<=[.;!?])\s+|(?<=[\u3002\uff01\uff1f])")
 _CLAUSE_END = re.compile(r"[.;!?]\s|[\u3002\uff01\uff1f]")  # where `_CLAUSES` splits, found fast
