@@ -107,6 +107,22 @@ def test_a_clock_time_is_no_stated_value() -> None:
     assert "2025-06-27" in check(messages, budget=one_line).block
 
 
+def test_a_kept_log_record_drops_its_timestamp_and_plain_level() -> None:
+    """A retained log line keeps its statement; a warning or an error keeps its level."""
+    messages = [
+        Message.tool(
+            "c1",
+            "2025-03-14T09:49:15Z INFO  ops-1 note: the deploy freeze end date is 2025-06-27\n"
+            "[2025-03-14 09:50:02,117] ERROR the export failed with a TimeoutError on shard-12a",
+        )
+    ]
+    clauses = sorted(atom.clause for atom in check(messages).kept)
+    assert clauses == [
+        "ERROR the export failed with a TimeoutError on shard-12a",
+        "ops-1 note: the deploy freeze end date is 2025-06-27",
+    ]
+
+
 def test_chinese_and_japanese_statements_are_facts() -> None:
     """A value stated after `：`, 是, 为 or は is an atom, in CJK text too."""
     messages = [

@@ -117,6 +117,13 @@ _ESCAPED_NEWLINE = re.compile(r"(?:\\r)?\\n")  # `\r\n` or `\n` written out in a
 _SYMBOLS = re.compile(r"[{}\[\]()<>;=|&\\\"`$]")
 _DENSE = 0.12  # more of these per character than this: code or escaped data, not a statement
 _CLAUSE_CHARS = 200
+# A log record's lead: a timestamp (ISO 8601, or a clock time after a date), then a level that
+# says nothing about the fact (a warning or an error keeps its level). Kept clauses drop it, so
+# a small block holds the statement, not the log's boilerplate; the reference leads back to it.
+_LOG_PREFIX = re.compile(
+    r"\[?\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?\]?\s+"
+    r"(?:(?:INFO|DEBUG|TRACE|NOTICE)\b:?\s*)?"
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -513,7 +520,9 @@ def _candidates(
         score = base * (_KIND_WEIGHT[kind] + 0.2 * (len({a[1] for a in atoms}) - 1))
         if focus and any(word in clause.text.lower() for word in focus):
             score *= _FOCUS_BOOST  # the host asked this compaction to keep this subject
-        text = _clip(clause.text, at, len(value))
+        stripped = _LOG_PREFIX.match(clause.text)
+        cut = stripped.end() if stripped is not None and stripped.end() < at else 0
+        text = _clip(clause.text[cut:], at - cut, len(value))
         seq = clause.origin if clause.origin is not None else None
         if seq is None and seqs is not None:
             seq = seqs[index]
