@@ -424,3 +424,13 @@ async def test_anthropic_sdk_sends_the_schemas_and_its_call_executes() -> None:
     text = execute_history_tool(record, block.name, block.input, max_tokens=2000)
     assert text.startswith("[seq 4] assistant, characters 0-")
     assert "数据库连接失败" in text
+
+
+def test_the_two_schemas_cost_little_of_a_small_window() -> None:
+    """The schemas ride along in every request after the first compaction, so they stay short.
+
+    They took 418 estimated tokens (OpenAI shape), a quarter of a 2,048-token window's
+    threshold; now 312.
+    """
+    for schemas in (openai_tool_schemas(), anthropic_tool_schemas()):
+        assert sum(estimate_tokens(json.dumps(schema)) for schema in schemas) <= 320

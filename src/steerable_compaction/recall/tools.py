@@ -51,46 +51,36 @@ MIN_RESULT_TOKENS = 256
 """The smallest result cap: an error, or one hit with its snippet, always fits."""
 
 _SEARCH_DESCRIPTION = (
-    "Search the earlier part of this conversation that is no longer in your context (folded "
-    "or summarized away) and get the best matching messages: each with its seq, role, tool "
-    "name, size and a snippet. A message matches when it contains every term, "
-    "case-insensitively, also inside longer words; put a phrase in double quotes. Nothing "
-    "else is syntax. Then read a whole message with history_read."
+    "Search earlier messages no longer in your context (folded or summarized). Each match "
+    "gives its seq and a snippet. Every term must occur (any case, also inside words); quote "
+    "a phrase. Read a whole message with history_read."
 )
 _SEARCH_PARAMETERS: Final[Mapping[str, Any]] = {
     "type": "object",
     "properties": {
         "query": {
             "type": "string",
-            "description": (
-                'Distinctive words or "quoted phrases": an identifier, a file path, an error '
-                "name, a number. Matched literally, case-insensitively."
-            ),
+            "description": 'Distinctive words or "a phrase": a name, path, error or number.',
         },
         "limit": {
             "type": "integer",
             "minimum": 1,
             "maximum": MAX_TOOL_LIMIT,
-            "description": "How many matches to return (default 5).",
+            "description": "Matches to return (default 5).",
         },
     },
     "required": ["query"],
     "additionalProperties": False,
 }
 _READ_DESCRIPTION = (
-    "Read the exact original content of one earlier message that is no longer in your "
-    "context, by its seq (from history_search, a fold marker or a summary). Long messages "
-    "come in pages: pass the offset the previous page gives to read on."
+    "Read one earlier message in full by its seq (from history_search, a fold marker or a "
+    "summary). A long one comes in pages: pass the offset a page gives."
 )
 _READ_PARAMETERS: Final[Mapping[str, Any]] = {
     "type": "object",
     "properties": {
-        "seq": {"type": "integer", "minimum": 0, "description": "The message's seq."},
-        "offset": {
-            "type": "integer",
-            "minimum": 0,
-            "description": "Character offset to read from (default 0).",
-        },
+        "seq": {"type": "integer", "minimum": 0},
+        "offset": {"type": "integer", "minimum": 0},
     },
     "required": ["seq"],
     "additionalProperties": False,
