@@ -527,16 +527,16 @@ def _indexed_check(
 
 def test_the_index_reads_each_message_once_across_checks(monkeypatch: Any) -> None:
     """A message already read at its seq is not read again by a later check, same block."""
-    import steerable_compaction.compaction.retention as module
+    import steerable_compaction.compaction.atoms as module
 
     reads: list[str] = []
-    real = module._message_clauses
+    real = module.message_clauses
 
     def counted(message: Message, speaker: str) -> Any:
         reads.append(message.text)
         return real(message, speaker)
 
-    monkeypatch.setattr(module, "_message_clauses", counted)
+    monkeypatch.setattr(module, "message_clauses", counted)
     messages = [
         Message.user("The staging database port is 41234 and the user is @ana."),
         Message.assistant("I found that the build id is 99871, not 99870 as the docs say."),
@@ -608,14 +608,14 @@ _SAMPLE_LINES = [
 @given(st.text(alphabet=st.sampled_from(list(" \t\u3000:;{}(,@._-defclasimportx1é")), max_size=24))
 def test_the_fast_code_line_test_agrees_with_the_code_pattern(line: str) -> None:
     """`_code_line` is `_CODE.search` exactly: the same lines read as code, the same facts."""
-    import steerable_compaction.compaction.retention as module
+    import steerable_compaction.compaction.atoms as module
 
     assert module._code_line(line) == bool(module._CODE.search(line))
 
 
 def test_the_fast_code_line_and_shape_agree_on_every_corpus_line() -> None:
     """On real text (the benchmark corpora), `_code_line` and `_shape` match their regexes."""
-    import steerable_compaction.compaction.retention as module
+    import steerable_compaction.compaction.atoms as module
 
     names = re.compile("a+")
     table = str.maketrans(
@@ -638,6 +638,6 @@ def test_the_shapes_of_a_message_made_at_once_equal_each_shape_made_alone(
 
     A clause holding a newline (a JSON line unquoted) falls back to one shape at a time.
     """
-    import steerable_compaction.compaction.retention as module
+    import steerable_compaction.compaction.atoms as module
 
     assert module._shapes(clauses) == [module._shape(clause) for clause in clauses]
