@@ -20,5 +20,10 @@ def test_loss_causes_name_the_rewrite_that_hid_each_needle(tmp_path: Path) -> No
     assert summarized and all(
         cause.startswith("summarize (pressure, seq ") for cause in summarized.values()
     )
-    giant = run("giant_tool_output", "current").lost
-    assert "never visible (cut before it reached the transcript)" in giant.values()
+    # A spill that shows nothing of the output (no excerpt, so no lines of note) hides both
+    # facts stated in the two giant results before any compaction.
+    path = tmp_path / "no-excerpt.harness.yaml"
+    path.write_text("spill:\n  excerpt_chars: 0\n", encoding="utf-8")
+    giant = run_eval(["giant_tool_output"], ["current"], harness=path)
+    causes = giant.run("giant_tool_output", "current").lost
+    assert list(causes.values()).count("never visible (cut before it reached the transcript)") == 2

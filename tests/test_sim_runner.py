@@ -32,6 +32,7 @@ from steerable_compaction.sim.command import format_table
 from steerable_compaction.sim.peers import CODEX_PROMPT
 from steerable_compaction.sim.runner import ArmSpec, is_summary_call
 from steerable_compaction.sim.tasks import IDLE_GAPS, Needle, Step, Task, Turn, with_idle_gaps
+from steerable_compaction.spill import SpillHooks
 
 from .sim_helpers import mean_recall, run
 
@@ -320,15 +321,15 @@ def test_eval_refuses_a_bad_harness_before_any_session(
 def test_recall_with_tools_is_measured_for_current_and_equals_recall_for_peers() -> None:
     """`current` offers the history tools: it finds what the context lost, at a token cost.
 
-    On `giant_tool_output` one fact lies past the spill cut of a result larger than the window:
-    it never reaches the transcript, and only the history tools read it from the spill file.
-    Peer arms keep their published behaviour (no tools): their two recalls are equal.
+    On `small_window` (seed 0: a 2,048-token window) the summaries hold room for few facts;
+    the history tools read the rest from the record. Peer arms keep their published behaviour
+    (no tools): their two recalls are equal.
     """
-    current = run("giant_tool_output", "current")
+    current = run("small_window", "current")
     assert current.recall_with_tools > current.recall
     assert current.recall_with_tools == 1.0
     assert current.recall_requests == 1 and current.recall_tokens > 0
-    codex = run("giant_tool_output", "codex")
+    codex = run("small_window", "codex")
     assert codex.recall_with_tools == codex.recall and codex.recall_tokens == 0
 
 
@@ -341,14 +342,21 @@ def test_a_session_that_spills_gives_the_same_figures_every_run(
     """
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     (tmp_path / "steerable-sim-0").mkdir()  # taken: the next number is used, never this one
+    written: list[Path] = []
+    write = SpillHooks._write
+
+    def spy(hooks: SpillHooks, seq: int, text: str) -> Path:
+        written.append(write(hooks, seq, text))
+        return written[-1]
+
+    monkeypatch.setattr(SpillHooks, "_write", spy)
     task = build_task("giant_tool_output")
     first = asyncio.run(run_session(task, "current"))
+    spilled = [path.name for path in written]
     second = asyncio.run(run_session(task, "current"))
-    assert first.recall_tokens > 0  # it spilled, and the agent read the spill file
-    assert (first.prompt_tokens, first.recall_tokens) == (
-        second.prompt_tokens,
-        second.recall_tokens,
-    )
+    assert len(spilled) == 2  # both giant results went to files, named alike in both runs
+    assert [path.name for path in written[2:]] == spilled
+    assert first.prompt_tokens == second.prompt_tokens
     assert first == second
     assert sorted(p.name for p in tmp_path.iterdir()) == ["steerable-sim-0"]  # cleaned up
     with runner.scratch_directory() as scratch:

@@ -9,7 +9,7 @@ import pytest
 from steerable_compaction import ConfigError, ImagePart, Message, TextPart, ToolResult
 from steerable_compaction.hooks import RequestErrorContext, StepContext, ToolResultContext
 from steerable_compaction.record import MemoryRecord, MessageAppended
-from steerable_compaction.spill import SPILL_PREFIX, UNSPILLED_PREFIX, SpillHooks
+from steerable_compaction.spill import SPILL_PREFIX, UNSPILLED_PREFIX, SpillHooks, excerpt
 
 
 def ctx(result: ToolResult, record: MemoryRecord | None = None) -> ToolResultContext:
@@ -45,6 +45,43 @@ async def test_r2_oversized_result_is_spilled_with_a_pointer_and_excerpts(tmp_pa
         f"{SPILL_PREFIX}508 chars from cat saved to {path}; read that file for the rest]\n"
         "HEAD\n…\nTAIL"
     )
+
+
+def _log(lines: int, at: int, said: str) -> str:
+    """A templated log of `lines` lines, `said` as line `at` (from 1)."""
+    rows = [
+        f"2025-03-03T10:{i % 60:02d}:07Z INFO  web-3 reads node {i} in 12ms" for i in range(lines)
+    ]
+    rows[at - 1] = said
+    return "\n".join(rows)
+
+
+def test_the_excerpt_shows_a_statement_from_the_middle_by_its_line_number() -> None:
+    """A value stated once deep in a templated log shows between the head and the tail."""
+    text = _log(2000, 1234, "2025-03-03T10:00:07Z WARN  ops-2 the staging database port is 27998")
+    shown = excerpt(text, 400)
+    assert shown.startswith(text[:200]) and shown.endswith(text[-200:])
+    assert "\n1234: WARN  ops-2 the staging database port is 27998\n" in shown
+    assert "reads node 1000 " not in shown  # the template's rows stay in the file
+    assert len(shown) < 400 + 400 + 100
+
+
+def test_an_excerpt_with_nothing_of_note_is_head_and_tail() -> None:
+    """Templated rows, bare numbers and code: no lines of note, the plain excerpt."""
+    text = _log(300, 150, "2025-03-03T10:00:07Z INFO  total 48213 in 9ms") + "\n    return x;"
+    assert excerpt(text, 40) == f"{text[:20]}\n…\n{text[-20:]}"
+
+
+def test_the_excerpt_never_shows_a_line_the_head_or_tail_cuts() -> None:
+    """The lines of note come from lines wholly between the head and the tail."""
+    said = "note: the rollback ticket is RBK-7373"
+    text = "\n".join(["x" * 10, said + " and more words here", "y" * 10, said, "z" * 10])
+    # The head ends inside line 2, the tail starts inside line 4: neither is a line of note.
+    head = len("x" * 10) + 1 + 5
+    shown = excerpt(text, 2 * head)
+    assert "lines of note" not in shown
+    lines = "\n".join([*(f"row {i} of the dump" for i in range(40)), said, "tail " * 20])
+    assert f"\n41: {said}\n" in excerpt(lines, 200)
 
 
 async def test_r2_file_names_never_come_from_tool_output(tmp_path: Path) -> None:

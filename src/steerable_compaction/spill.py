@@ -9,7 +9,9 @@ no one else, else `SpillHooks` refuses it with a `ConfigError`. When a result ca
 after all (a full disk, a directory that changed), the call is still answered: the result keeps
 its head and tail in the transcript and says it could not be saved.
 
-The pointer keeps a head and tail excerpt so the model still sees what kind of output it was.
+The pointer keeps a head and tail excerpt so the model still sees what kind of output it was,
+and between them the lines of the middle that state facts (`excerpt`), so a value said once
+deep in a long log is not hidden behind the ellipsis.
 Spill runs before compaction ever sees the result; compaction can still fold the pointer later.
 """
 
@@ -23,6 +25,7 @@ import stat
 from collections.abc import Callable
 from pathlib import Path
 
+from .compaction.atoms import salient_lines
 from .errors import ConfigError
 from .hooks import PreStepAction, RequestErrorContext, RetryAction, StepContext, ToolResultContext
 from .messages import ContentPart, ImagePart, TextPart, ToolResult
@@ -30,7 +33,7 @@ from .record import Record
 from .spillfile import SPILL_PREFIX, spill_name
 from .tokens import estimate_tokens
 
-__all__ = ["SPILL_PREFIX", "UNSPILLED_PREFIX", "SpillHooks"]
+__all__ = ["SPILL_PREFIX", "UNSPILLED_PREFIX", "SpillHooks", "excerpt"]
 
 UNSPILLED_PREFIX = "[tool output too large to keep whole: "
 
@@ -42,6 +45,28 @@ _TOKEN = re.compile(r"[0-9a-f]{8}")
 def random_token() -> str:
     """8 random hex digits: the part of a spill file's name no one can guess."""
     return secrets.token_hex(4)
+
+
+def excerpt(text: str, keep: int) -> str:
+    """What the transcript shows of a spilled `text`: its head and tail, and lines of note.
+
+    `keep` characters go to the head and the tail, as many again to the lines of the middle
+    that state facts (`salient_lines`: error names, stated values; not code, data rows or a
+    log's repeated template), each after its line number, so a value stated once in the
+    middle of a long log is not hidden behind the excerpt's ellipsis.
+    """
+    head = text[: keep - keep // 2]
+    tail = text[len(text) - keep // 2 :] if keep // 2 else ""
+    # The middle holds the lines wholly between the two: not the one the head cuts or the one
+    # the tail starts in.
+    start = text.find("\n", max(len(head) - 1, 0)) + 1
+    end = text.rfind("\n", 0, len(text) - len(tail) + 1)
+    noted = salient_lines(text[start:end], keep) if 0 < start <= end else []
+    if not noted:
+        return f"{head}\n…\n{tail}"
+    first = text.count("\n", 0, start)  # the line number before the middle's first
+    lines = "\n".join(f"{first + n}: {line}" for n, line in noted)
+    return f"{head}\n… [lines of note in the part not shown, by line number]\n{lines}\n…\n{tail}"
 
 
 class SpillHooks:
@@ -109,9 +134,7 @@ class SpillHooks:
         keep = self.excerpt_chars
         if self.max_tokens is not None:
             keep = min(keep, self.max_tokens // 2)
-        head = keep - keep // 2
-        tail = keep // 2
-        ending = text[len(text) - tail :] if tail else ""
+        shown = excerpt(text, keep)
         try:
             self._bind(ctx.record)
             path = self._write(seq, text)
@@ -122,12 +145,12 @@ class SpillHooks:
             )
             pointer = (
                 f"{UNSPILLED_PREFIX}{len(text):,} chars from {ctx.tool_name}; it could not be "
-                f"saved ({exc}), so only its head and tail are shown]\n{text[:head]}\n…\n{ending}"
+                f"saved ({exc}), so only its head, tail and lines of note are shown]\n{shown}"
             )
         else:
             pointer = (
                 f"{SPILL_PREFIX}{len(text):,} chars from {ctx.tool_name} saved to {path}; "
-                f"read that file for the rest]\n{text[:head]}\n…\n{ending}"
+                f"read that file for the rest]\n{shown}"
             )
         images: tuple[ContentPart, ...] = tuple(
             p for p in result.content if isinstance(p, ImagePart)

@@ -1,17 +1,18 @@
 """Reading text for stated facts: clauses, their shapes and their atoms.
 
-What the retention check (`retention`) reads of a text. A message splits into clauses (lines,
-then sentences); code is told apart from prose (`_code_line`); a clause's *shape* abstracts its
-names and numbers, so the lines of one template share it; a clause's *atoms* are the values it
-states: identifiers, handles and e-mail addresses, paths, URLs, numbers of three digits or more,
-error and exception names, quoted strings, and `key: value` / `key = value` facts. Pure
-functions of the text.
+The retention check (`retention`) and the spill excerpt (`salient_lines`) read text the same
+way. A message splits into clauses (lines, then sentences); code is told apart from prose
+(`_code_line`); a clause's *shape* abstracts its names and numbers, so the lines of one template
+share it; a clause's *atoms* are the values it states: identifiers, handles and e-mail
+addresses, paths, URLs, numbers of three digits or more, error and exception names, quoted
+strings, and `key: value` / `key = value` facts. Pure functions of the text.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from typing import Literal, TypeAlias
 
@@ -22,10 +23,12 @@ from .regions import is_summary
 __all__ = [
     "KIND_WEIGHT",
     "MESSAGE_CHARS",
+    "SALIENT_SCAN_CHARS",
     "AtomKind",
     "Clause",
     "Read",
     "message_clauses",
+    "salient_lines",
     "speaker_of",
     "stated",
 ]
@@ -382,3 +385,58 @@ def message_clauses(message: Message, speaker: str) -> Read:
                 texts.append(clause)
     shapes = _shapes(texts)
     return shapes, [Clause(speaker, texts[i], origin, shapes[i]) for i, origin in prose]
+
+
+SALIENT_SCAN_CHARS = 2_000_000
+"""The most of a text `salient_lines` reads: its first and last halves of this (the bound)."""
+
+
+def salient_lines(text: str, max_chars: int) -> list[tuple[int, str]]:
+    """The lines of `text` that state facts, the most salient within `max_chars`, in text order.
+
+    Each is `(line number, the line stripped)`, numbered from 1. The same salience as the
+    retention check, read line by line: code, data rows and lines whose shape repeats three
+    times or more (a log's template, a table) are left out, and so is a line whose only atoms
+    are bare numbers (a count or a measurement no name is stated for); an error name or a
+    stated value ranks first. For the middle of a tool output too large to show: what a
+    reader skimming it would stop at. Each line is kept as the retention block keeps a
+    clause: without a log record's timestamp and plain level, a line longer than
+    `_CLAUSE_CHARS` cut around its value; `max_chars` counts each line's text plus 12
+    characters for its number and layout.
+    """
+    if max_chars <= 0 or not text:
+        return []
+    lines = text.split("\n")
+    if len(text) > SALIENT_SCAN_CHARS:  # read the ends; the line numbers stay those of `text`
+        half = SALIENT_SCAN_CHARS // 2
+        head = text[:half].count("\n")
+        tail = len(lines) - text[-half:].count("\n") - 1
+        numbered = [*enumerate(lines[:head], 1), *enumerate(lines[tail:], tail + 1)]
+    else:
+        numbered = list(enumerate(lines, 1))
+    stripped = [(n, line.strip()) for n, line in numbered]
+    shapes = _shapes([line for _, line in stripped])
+    counts = Counter(shapes)
+    ranked: list[tuple[float, int, str]] = []
+    for (n, line), shape in zip(stripped, shapes, strict=True):
+        if len(line) < 4 or counts[shape] >= 3 or _code_line(line):
+            continue
+        clause = Clause("tool", line, None, shape)
+        atoms = clause.atoms if clause.statement else []
+        if not atoms:
+            continue
+        kind, value, at = max(atoms, key=lambda a: KIND_WEIGHT[a[0]])
+        if kind == "number":
+            continue  # a count or a measurement with no name said for it: a data row
+        score = KIND_WEIGHT[kind] + 0.2 * (len({a[1] for a in atoms}) - 1)
+        ranked.append((score, n, stated(line, at, len(value))))
+    ranked.sort(key=lambda item: (-item[0], item[1]))
+    chosen: list[tuple[int, str]] = []
+    used = 0
+    for _, n, line in ranked:
+        cost = len(line) + 12
+        if used + cost > max_chars:
+            continue
+        used += cost
+        chosen.append((n, line))
+    return sorted(chosen)
