@@ -23,6 +23,7 @@ from steerable_compaction.compaction.state import THRASHING_TEXT, EngineState
 from steerable_compaction.loop import CoreLoop
 from steerable_compaction.record import CompactionSummary, Reminder
 from steerable_compaction.testing import ScriptedProvider
+from steerable_compaction.tokens import estimate_tokens
 
 from .test_engine import FakeSummarizer, Session, add_rounds, body, kinds, policy, session, start
 
@@ -198,6 +199,26 @@ async def test_the_retention_block_comes_out_of_the_room_the_summary_leaves() ->
     await s.step()
     (event,) = [e.event for e in record.entries if isinstance(e.event, CompactionSummary)]
     assert event.retention_budget == 0
+
+
+async def test_the_block_may_fill_the_room_down_to_the_level_a_fold_must_leave() -> None:
+    """Summary and block aim at the threshold less one hysteresis margin, no lower.
+
+    That is the level a fold-only rewrite must leave free too (7,000 here). Aiming two margins
+    lower left this session no block at all: the memory gave way to growth room.
+    """
+    record = MemoryRecord()
+    record.append_message(Message.system(body(4_000)))
+    record.append_message(Message.user("goal"))
+    add_rounds(record, 0, 6, tokens=500)
+    knobs = policy(keep_last_messages=2)
+    s = Session(CompactionHooks(record, knobs, summarizer=FakeSummarizer()))
+    await s.step()
+    (event,) = [e.event for e in record.entries if isinstance(e.event, CompactionSummary)]
+    assert event.retention_budget is not None and event.retention_budget > 0
+    after = estimate_tokens(list(record.messages()))
+    limit = knobs.threshold_tokens - knobs.recompact_margin_tokens
+    assert limit - knobs.recompact_margin_tokens < after <= limit  # past the old aim
 
 
 # -- the goal ------------------------------------------------------------------------------------

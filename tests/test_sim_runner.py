@@ -318,18 +318,22 @@ def test_eval_refuses_a_bad_harness_before_any_session(
     assert started == []
 
 
-def test_recall_with_tools_is_measured_for_current_and_equals_recall_for_peers() -> None:
+def test_recall_with_tools_is_measured_for_current_and_equals_recall_for_peers(
+    tmp_path: Path,
+) -> None:
     """`current` offers the history tools: it finds what the context lost, at a token cost.
 
-    On `small_window` (seed 0: a 2,048-token window) the summaries hold room for few facts;
-    the history tools read the rest from the record. Peer arms keep their published behaviour
-    (no tools): their two recalls are equal.
+    Without the retention check (`retention_token_ratio: 0`), `heavy`'s summaries lose facts;
+    the history tools read them from the record. Peer arms keep their published behaviour (no
+    tools): their two recalls are equal.
     """
-    current = run("small_window", "current")
-    assert current.recall_with_tools > current.recall
-    assert current.recall_with_tools == 1.0
+    path = tmp_path / "no-retention.harness.yaml"
+    path.write_text("compaction:\n  retention_token_ratio: 0\n", encoding="utf-8")
+    results = run_eval(["heavy"], ["current", "codex"], harness=path)
+    current = results.run("heavy", "current")
+    assert current.recall_with_tools > current.recall + 0.25
     assert current.recall_requests == 1 and current.recall_tokens > 0
-    codex = run("small_window", "codex")
+    codex = results.run("heavy", "codex")
     assert codex.recall_with_tools == codex.recall and codex.recall_tokens == 0
 
 
