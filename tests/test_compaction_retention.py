@@ -176,7 +176,11 @@ def test_a_key_or_code_in_capitals_is_a_stated_value() -> None:
     result = check([stated])
     assert [atom.value for atom in result.kept] == ["AKVDHHYVWEPX"]
     assert result.kept[0].kind == "fact"
-    for word in ("DEBUG", "WARNING", "RUNNING", "IMPORTANT"):  # words in capitals, not codes
+    # A quarter of its letters are vowels, but no word runs seven consonants together.
+    voweled = Message.tool("c1", "INFO  ops-1 note: the vendor API key id is AKVGQJHRUEBP")
+    assert [(a.value, a.kind) for a in check([voweled]).kept] == [("AKVGQJHRUEBP", "fact")]
+    words = ("DEBUG", "WARNING", "RUNNING", "IMPORTANT", "STRUCTURE", "DESCRIPTION")
+    for word in words:  # words in capitals, not codes
         level = Message.tool("c2", f"The log level of the nightly run is {word} for every worker.")
         assert check([level]).found == 0, word
 

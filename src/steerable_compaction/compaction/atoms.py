@@ -75,6 +75,7 @@ _BULLET = re.compile(r"^(?:[-*]\s+)+")
 _DIGITS = re.compile(r"\d")
 _CODEWORD = re.compile(r"[A-Z][A-Z0-9]{5,}")  # key ids, codes: AKVDHHYVWEPX (see `_is_code`)
 _VOWELS = re.compile(r"[AEIOU]")
+_CONSONANTS = re.compile(r"[B-DF-HJ-NP-TV-Z]{5}")  # five in a row: no English word in capitals
 _NAMES = re.compile(r"[A-Za-z_]+|[\u3040-\u30ff\u4e00-\u9fff]+")
 _CODE = re.compile(
     r"^(?:\s{4,}|\t)|^(?:def|class|import|from|return|if|elif|else|for|while|try|except|with|"
@@ -170,9 +171,12 @@ def _named(value: str) -> bool:
 def _is_code(value: str) -> bool:
     """Whether `value` is a code in capitals (a key id), not a word in capitals (`WARNING`).
 
-    Words keep about two vowels in five; random capitals (`AKVDHHYVWEPX`) far fewer.
+    Words keep about two vowels in five and never five consonants in a row; random capitals
+    (`AKVDHHYVWEPX`, `AKVGQJHRUEBP`) have far fewer vowels, or such a run.
     """
-    return _CODEWORD.fullmatch(value) is not None and len(_VOWELS.findall(value)) < len(value) / 4
+    if _CODEWORD.fullmatch(value) is None:
+        return False
+    return len(_VOWELS.findall(value)) < len(value) / 4 or _CONSONANTS.search(value) is not None
 
 
 # A byte table: `bytes.translate` is several times faster than `str.translate` with a mapping.
