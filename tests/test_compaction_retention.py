@@ -123,6 +123,24 @@ def test_a_kept_log_record_drops_its_timestamp_and_plain_level() -> None:
     ]
 
 
+def test_a_host_and_port_is_still_a_stated_value() -> None:
+    """Digits that end a name before a colon are no clock time: `redis-2:6379` states a port."""
+    for said, value in (
+        ("the cache primary redis-2:6379 was promoted by the failover", "6379"),
+        ("we moved the leader to node12:9000 after the outage", "9000"),
+        ("the service listens on port:8443 for the admin console", "8443"),
+    ):
+        kept = check([Message.tool("c1", said)]).kept
+        assert (value, "fact") in [(atom.value, atom.kind) for atom in kept], said
+
+
+def test_a_date_a_user_states_is_kept() -> None:
+    """Only a log record's lead (a timestamp with seconds) is dropped, not a stated date."""
+    said = "2025-03-07 10:00 the deploy freeze starts and the ticket is RBK-7373"
+    (atom,) = check([Message.user(said)]).kept
+    assert atom.clause == said
+
+
 def test_chinese_and_japanese_statements_are_facts() -> None:
     """A value stated after `：`, 是, 为 or は is an atom, in CJK text too."""
     messages = [
@@ -179,7 +197,16 @@ def test_a_key_or_code_in_capitals_is_a_stated_value() -> None:
     # A quarter of its letters are vowels, but no word runs seven consonants together.
     voweled = Message.tool("c1", "INFO  ops-1 note: the vendor API key id is AKVGQJHRUEBP")
     assert [(a.value, a.kind) for a in check([voweled]).kept] == [("AKVGQJHRUEBP", "fact")]
-    words = ("DEBUG", "WARNING", "RUNNING", "IMPORTANT", "STRUCTURE", "DESCRIPTION")
+    words = (
+        "DEBUG",
+        "WARNING",
+        "RUNNING",
+        "IMPORTANT",
+        "STRUCTURE",
+        "DESCRIPTION",
+        "SYNCHRONIZED",
+        "ASYNCHRONOUS",
+    )
     for word in words:  # words in capitals, not codes
         level = Message.tool("c2", f"The log level of the nightly run is {word} for every worker.")
         assert check([level]).found == 0, word

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from steerable_compaction import ConfigError, ImagePart, Message, TextPart, ToolResult
+from steerable_compaction.compaction.atoms import SALIENT_SCAN_CHARS, salient_lines
 from steerable_compaction.hooks import RequestErrorContext, StepContext, ToolResultContext
 from steerable_compaction.record import MemoryRecord, MessageAppended
 from steerable_compaction.spill import SPILL_PREFIX, UNSPILLED_PREFIX, SpillHooks, excerpt
@@ -75,10 +76,10 @@ def test_an_excerpt_with_nothing_of_note_is_head_and_tail() -> None:
 def test_the_excerpt_never_shows_a_line_the_head_or_tail_cuts() -> None:
     """The lines of note come from lines wholly between the head and the tail."""
     said = "note: the rollback ticket is RBK-7373"
-    text = "\n".join(["x" * 10, said + " and more words here", "y" * 10, said, "z" * 10])
-    # The head ends inside line 2, the tail starts inside line 4: neither is a line of note.
-    head = len("x" * 10) + 1 + 5
-    shown = excerpt(text, 2 * head)
+    text = "\n".join(["x" * 90, said + " and more", "y" * 10, said + " too", "z" * 90])
+    # The head ends inside line 2, the tail starts inside line 4: neither is a line of note,
+    # though each would fit the budget whole.
+    shown = excerpt(text, 200)
     assert "lines of note" not in shown
     lines = "\n".join([*(f"row {i} of the dump" for i in range(40)), said, "tail " * 20])
     assert f"\n41: {said}\n" in excerpt(lines, 200)
@@ -285,3 +286,44 @@ def test_a_directory_path_holding_a_nul_character_is_refused() -> None:
     """A path no system call takes is a `ConfigError`, not a `ValueError` from deep inside."""
     with pytest.raises(ConfigError, match="a directory path"):
         SpillHooks("spill\x00dir", max_chars=10, excerpt_chars=2)
+
+
+def test_the_lines_of_note_of_a_huge_text_come_from_its_ends_only() -> None:
+    """Past `SALIENT_SCAN_CHARS` only the lines wholly in its first and last halves are read.
+
+    A line that crosses into the last half is not read (it may be most of the text).
+    """
+    half = SALIENT_SCAN_CHARS // 2
+    said = "note: the staging database port is 27998"
+    text = "\n".join(["a row"] * 10 + ["x" * (2 * half) + said] + ["a row"] * 10)
+    assert salient_lines(text, 1_000) == []
+    lines = ["a row"] * 10 + [said] + ["x" * (2 * half)] + ["a row"] * 10
+    assert salient_lines("\n".join(lines), 1_000) == [(11, said)]
+
+
+async def test_a_spill_pointer_stays_within_half_the_token_bound(tmp_path: Path) -> None:
+    """Head, tail and lines of note together keep to `max_tokens // 2` characters."""
+    rows = [f"row {i} of the dump" for i in range(400)]
+    rows[150] = "note: the staging database port is 27998"
+    rows[250] = "The nightly job stopped with a TimeoutError in the export step."
+    text = "\n".join(rows)
+    result = ToolResult(call_id="c", content=(TextPart(text=text),))
+    wide = SpillHooks(tmp_path / "wide", max_chars=1_000, excerpt_chars=200, max_tokens=1_000)
+    spilled = await wide.post_tool_result(ctx(result))  # 200 of head and tail, 300 of note
+    assert "\n151: note: the staging database port is 27998\n" in spilled.text
+    narrow = SpillHooks(tmp_path / "narrow", max_chars=1_000, excerpt_chars=200, max_tokens=400)
+    shown = (await narrow.post_tool_result(ctx(result))).text.split("]\n", 1)[1]
+    assert len(shown) <= 200 + len("\n…\n")  # head and tail fill the bound: no lines of note
+
+
+def test_indented_code_is_no_line_of_note() -> None:
+    """Code is told apart as the retention check tells it: on the line as written."""
+    source = "\n".join(
+        [
+            "def check(port):",
+            "    if port < 0:",
+            '        raise ValueError("the port value must not be negative here")',
+            "    return port",
+        ]
+    )
+    assert salient_lines(source, 1_000) == []

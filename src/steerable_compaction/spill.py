@@ -47,13 +47,13 @@ def random_token() -> str:
     return secrets.token_hex(4)
 
 
-def excerpt(text: str, keep: int) -> str:
+def excerpt(text: str, keep: int, noted_chars: int | None = None) -> str:
     """What the transcript shows of a spilled `text`: its head and tail, and lines of note.
 
-    `keep` characters go to the head and the tail, as many again to the lines of the middle
-    that state facts (`salient_lines`: error names, stated values; not code, data rows or a
-    log's repeated template), each after its line number, so a value stated once in the
-    middle of a long log is not hidden behind the excerpt's ellipsis.
+    `keep` characters go to the head and the tail, `noted_chars` (default: as many again) to
+    the lines of the middle that state facts (`salient_lines`: error names, stated values;
+    not code, data rows or a log's repeated template), each after its line number, so a
+    value stated once in the middle of a long log is not hidden behind the ellipsis.
     """
     head = text[: keep - keep // 2]
     tail = text[len(text) - keep // 2 :] if keep // 2 else ""
@@ -61,7 +61,8 @@ def excerpt(text: str, keep: int) -> str:
     # the tail starts in.
     start = text.find("\n", max(len(head) - 1, 0)) + 1
     end = text.rfind("\n", 0, len(text) - len(tail) + 1)
-    noted = salient_lines(text[start:end], keep) if 0 < start <= end else []
+    budget = keep if noted_chars is None else noted_chars
+    noted = salient_lines(text[start:end], budget) if 0 < start <= end else []
     if not noted:
         return f"{head}\n…\n{tail}"
     first = text.count("\n", 0, start)  # the line number before the middle's first
@@ -75,7 +76,7 @@ class SpillHooks:
     `max_tokens` (estimated tokens, `None`: no token bound) makes "oversized" follow the
     window: the harness sets it to half of what a request may carry, so a result that a small
     window could never hold is spilled however few characters it has; the excerpt kept then
-    shrinks with it (at most `max_tokens // 2` characters).
+    shrinks with it (head, tail and lines of note: at most `max_tokens // 2` characters).
 
     `name_token` gives the 8 hex digits of each file name (`random_token` by default). Pass a
     deterministic one only where reproducible names matter more than unguessable ones (the
@@ -131,10 +132,12 @@ class SpillHooks:
         if len(text) <= self.max_chars and not by_tokens:
             return result
         seq = len(ctx.record)  # the seq this result's message will get
-        keep = self.excerpt_chars
+        keep = noted = self.excerpt_chars
         if self.max_tokens is not None:
+            # Head, tail and lines of note together stay within `max_tokens // 2` characters.
             keep = min(keep, self.max_tokens // 2)
-        shown = excerpt(text, keep)
+            noted = min(noted, self.max_tokens // 2 - keep)
+        shown = excerpt(text, keep, noted)
         try:
             self._bind(ctx.record)
             path = self._write(seq, text)

@@ -63,8 +63,14 @@ _HANDLE = re.compile(
 _EMAIL = re.compile(rf"(?<![\w.+-])[\w.+-]+@{_PART}(?:\.{_PART})*\.[A-Za-z]{{2,}}(?![\w-])")
 _DOTTED = re.compile(r"[A-Za-z_][\w-]+(?:\.[A-Za-z_][\w-]+)+")  # hosts, modules, file names
 _SENTENCE_BREAK = re.compile(r"[a-z]+\.[A-Z][a-z]+")  # "green.Now": a missing space, no name
-# A colon between two digits is a clock time or a ratio (`09:42:33`, `16:9`), not `key: value`.
-_SEPARATOR = re.compile(r"(?<!\d):|:(?!\d)|[=\uff1a]|\b(?:is|are|was|equals)\b|为|是|は")
+# A colon between two digits is a clock time or a ratio (`09:42:33`, `16:9`), not `key: value`,
+# unless the digits before it end a name (a host and its port).
+_SEPARATOR = re.compile(
+    r"(?<!\d):|:(?!\d)"
+    # digits ending a name (`redis-2:6379`, `node12:9000`; not an ISO time's `T09:`)
+    r"|(?<=[A-SU-Za-z_-]\d):|(?<=[A-SU-Za-z_-]\d\d):|(?<=[A-SU-Za-z_-]\d{3}):"
+    r"|[=\uff1a]|\b(?:is|are|was|equals)\b|为|是|は"
+)
 _VALUE = re.compile(r"\s*([^\s,;\u3002\u3001\uff0c\uff1b]{1,60})")
 _CLAUSES = re.compile(r"(?<=[.;!?])\s+|(?<=[\u3002\uff01\uff1f])")
 _CLAUSE_END = re.compile(r"[.;!?]\s|[\u3002\uff01\uff1f]")  # where `_CLAUSES` splits, found fast
@@ -75,7 +81,7 @@ _BULLET = re.compile(r"^(?:[-*]\s+)+")
 _DIGITS = re.compile(r"\d")
 _CODEWORD = re.compile(r"[A-Z][A-Z0-9]{5,}")  # key ids, codes: AKVDHHYVWEPX (see `_is_code`)
 _VOWELS = re.compile(r"[AEIOU]")
-_CONSONANTS = re.compile(r"[B-DF-HJ-NP-TV-Z]{5}")  # five in a row: no English word in capitals
+_CONSONANTS = re.compile(r"[B-DF-HJ-NP-TV-XZ]{6}")  # six in a row (Y a vowel): no word has it
 _NAMES = re.compile(r"[A-Za-z_]+|[\u3040-\u30ff\u4e00-\u9fff]+")
 _CODE = re.compile(
     r"^(?:\s{4,}|\t)|^(?:def|class|import|from|return|if|elif|else|for|while|try|except|with|"
@@ -108,7 +114,7 @@ _CLAUSE_CHARS = 200
 # says nothing about the fact (a warning or an error keeps its level). Kept clauses drop it, so
 # a small block holds the statement, not the log's boilerplate; the reference leads back to it.
 _LOG_PREFIX = re.compile(
-    r"\[?\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?\]?\s+"
+    r"\[?\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?\]?\s+"
     r"(?:(?:INFO|DEBUG|TRACE|NOTICE)\b:?\s*)?"
 )
 
@@ -171,7 +177,7 @@ def _named(value: str) -> bool:
 def _is_code(value: str) -> bool:
     """Whether `value` is a code in capitals (a key id), not a word in capitals (`WARNING`).
 
-    Words keep about two vowels in five and never five consonants in a row; random capitals
+    Words keep about two vowels in five and never six consonants in a row; random capitals
     (`AKVDHHYVWEPX`, `AKVGQJHRUEBP`) have far fewer vowels, or such a run.
     """
     if _CODEWORD.fullmatch(value) is None:
@@ -414,7 +420,7 @@ def salient_lines(text: str, max_chars: int) -> list[tuple[int, str]]:
     if len(text) > SALIENT_SCAN_CHARS:  # read the ends; the line numbers stay those of `text`
         half = SALIENT_SCAN_CHARS // 2
         head = text[:half].count("\n")
-        tail = len(lines) - text[-half:].count("\n") - 1
+        tail = len(lines) - text[-half:].count("\n")  # the lines wholly in the last half
         numbered = [*enumerate(lines[:head], 1), *enumerate(lines[tail:], tail + 1)]
     else:
         numbered = list(enumerate(lines, 1))
@@ -422,9 +428,9 @@ def salient_lines(text: str, max_chars: int) -> list[tuple[int, str]]:
     shapes = _shapes([line for _, line in stripped])
     counts = Counter(shapes)
     ranked: list[tuple[float, int, str]] = []
-    for (n, line), shape in zip(stripped, shapes, strict=True):
-        if len(line) < 4 or counts[shape] >= 3 or _code_line(line):
-            continue
+    for (n, line), (_, raw), shape in zip(stripped, numbered, shapes, strict=True):
+        if len(line) < 4 or counts[shape] >= 3 or _code_line(_LINE_NUMBER.sub("", raw, count=1)):
+            continue  # code is read as the retention check reads it: indented, numbered or not
         clause = Clause("tool", line, None, shape)
         atoms = clause.atoms if clause.statement else []
         if not atoms:
