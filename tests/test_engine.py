@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import asyncio
+import random
+import string
 from dataclasses import dataclass, field
 
 import pytest
@@ -21,6 +23,7 @@ from steerable_compaction.compaction import (
     summary_message,
 )
 from steerable_compaction.compaction.state import EngineState
+from steerable_compaction.compaction.summary import AFTER_ANSWER_LEAD, EXCERPT_LEAD
 from steerable_compaction.engine import THRASHING_REASON, CompactionHooks
 from steerable_compaction.hooks import (
     CompactionOutcome,
@@ -338,6 +341,67 @@ async def test_summarizer_failures_fall_back_to_the_excerpt_and_count_as_ineffec
     assert reason not in summary_e.summary
     assert hooks.state.consecutive_failures == 1
     assert len(record.history()) == 30
+
+
+async def test_a_sparse_answer_stays_in_front_of_the_excerpt_that_replaces_it() -> None:
+    """A sparse answer (too few exact values, no garbage) stays ahead of the excerpt.
+
+    It may hold what no excerpt can (what a screenshot showed, the model's own reading), so it
+    is kept in front of the excerpt that stands in; the refusal is still named. Garbage is never
+    kept.
+    """
+    seen = "The dashboard screenshot showed the release codename raven-juniper-62 in red."
+    record = MemoryRecord()
+    start(record)
+    add_rounds(record, 0, 14)
+    hooks = CompactionHooks(
+        record, policy(keep_last_tool_results=20), summarizer=FakeSummarizer(reply=seen)
+    )
+    (outcome,) = (await Session(hooks).step()).compactions
+    assert outcome.action == "excerpt" and not outcome.effective
+    assert "distinctive values" in outcome.reason
+    summary_e = record.entries[-2].event
+    assert isinstance(summary_e, CompactionSummary)
+    assert summary_e.source == "excerpt" and "distinctive values" in (summary_e.refused or "")
+    answer, excerpt = summary_e.summary.split(AFTER_ANSWER_LEAD)
+    assert answer.strip() == seen
+    assert "## Primary Request" in excerpt and EXCERPT_LEAD not in summary_e.summary
+    boundary = record.entries[-1].event
+    assert isinstance(boundary, CompactionBoundary)
+    assert "raven-juniper-62" in boundary.replacement[-1].text
+
+    garbage = MemoryRecord()
+    start(garbage)
+    add_rounds(garbage, 0, 14)
+    turn = "Assistant: I will read the parser next; raven-juniper-62 looks fine."
+    hooks = CompactionHooks(
+        garbage, policy(keep_last_tool_results=20), summarizer=FakeSummarizer(reply=turn)
+    )
+    await Session(hooks).step()
+    summary_e = garbage.entries[-2].event
+    assert isinstance(summary_e, CompactionSummary) and "continues the" in (summary_e.refused or "")
+    assert summary_e.summary.startswith(EXCERPT_LEAD) and "raven" not in summary_e.summary
+
+
+async def test_a_sparse_answer_too_large_to_share_the_room_gives_it_to_the_excerpt() -> None:
+    """A sparse answer taking over half the room the summary may use is left out.
+
+    The excerpt keeps more exact values per token.
+    """
+    record = MemoryRecord()
+    start(record)
+    add_rounds(record, 0, 14)
+    rng = random.Random(7)
+    words = ("".join(rng.choices(string.ascii_lowercase, k=rng.randint(3, 9))) for _ in range(4000))
+    plain = " ".join(words)
+    hooks = CompactionHooks(
+        record, policy(keep_last_tool_results=20), summarizer=FakeSummarizer(reply=plain)
+    )
+    (outcome,) = (await Session(hooks).step()).compactions
+    assert outcome.action == "excerpt" and "distinctive values" in outcome.reason
+    summary_e = record.entries[-2].event
+    assert isinstance(summary_e, CompactionSummary)
+    assert summary_e.summary.startswith(EXCERPT_LEAD)
 
 
 async def test_r31_hysteresis_blocks_an_immediate_recompaction() -> None:

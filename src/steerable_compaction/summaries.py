@@ -133,6 +133,7 @@ class SummaryWriter:
         fold would cut (a summary is only asked for where the fold does not come first).
         """
         failure: str | None = None
+        thin: str | None = None  # a genuine answer refused only for keeping too few values
         room = plan.middle_tokens - plan.kept_tokens  # what the summary message must undercut
         if max_tokens is not None:
             room = min(room, max_tokens + 1)
@@ -155,7 +156,8 @@ class SummaryWriter:
                 except Exception as exc:  # a failed summarizer must never lose the session
                     failure = f"summarizer failed: {type(exc).__name__}: {exc}"
                     break  # an error is the provider's (its retry hooks); a timeout, twice
-                accepted, failure = self._judge(text, plan, request, messages, price, room)
+                accepted, failure, sparse = self._judge(text, plan, request, messages, price, room)
+                thin = sparse or thin
                 if accepted is not None:
                     if asked:
                         logger.info("summarizer's second answer accepted")
@@ -174,14 +176,17 @@ class SummaryWriter:
         span = plan.request.span
         middle_chars = sum(len(m.text) for m in plan.request.replay[span[0] :])
         budget = max(400, min(12_000, middle_chars // 4))
-        chars = budget
-        while True:
-            text = excerpt_summary(messages, span, max_chars=chars)
-            if price(text) < room or chars <= 400:
-                break
-            chars = max(400, chars // 2)
-        if price(text) < room:
-            return SummaryAttempt(text=text, source="excerpt", failure=failure)
+        if thin is not None and price(thin) * 2 > room:
+            thin = None  # the excerpt needs most of the room; the answer adds least per token
+        for lead in (thin, None) if thin is not None else (None,):
+            chars = budget
+            while True:
+                text = excerpt_summary(messages, span, max_chars=chars, after=lead)
+                if price(text) < room or chars <= 400:
+                    break
+                chars = max(400, chars // 2)
+            if price(text) < room:
+                return SummaryAttempt(text=text, source="excerpt", failure=failure)
         why = "the excerpt summary would not shrink the span"
         return SummaryAttempt(
             text=None, source="excerpt", failure=f"{failure}; {why}" if failure else why
@@ -195,24 +200,26 @@ class SummaryWriter:
         messages: Sequence[Message],
         price: Callable[[str], int],
         room: int,
-    ) -> tuple[str | None, str | None]:
+    ) -> tuple[str | None, str | None, str | None]:
         """The summary to write from the answer `text`, or `None` and why it is refused.
 
         By content (`compaction.judge`): any layout and language pass; garbage, an answer
         that does not shrink the span, and one keeping clearly fewer of the span's values than
-        the excerpt of its size are refused.
+        the excerpt of its size are refused. The third item is such a sparse answer (cleaned):
+        no garbage, only short of exact values, so the excerpt that stands in keeps it in front
+        (it may hold what no excerpt can: what images showed, the model's own reading).
         """
         if not isinstance(text, str):
-            return None, f"summarizer returned {type(text).__name__}, not text"
+            return None, f"summarizer returned {type(text).__name__}, not text", None
         if not text.strip():
-            return None, "summarizer returned an empty summary"
+            return None, "summarizer returned an empty summary", None
         # The echo check reads the instruction as first asked: a retry's note quotes the answer.
         instruction = plan.request.instruction.text
         verdict = judge_summary(text, instruction=instruction)
         if verdict.text is None:
-            return None, f"summarizer's answer was refused: {verdict.reason}"
+            return None, f"summarizer's answer was refused: {verdict.reason}", None
         if price(verdict.text) >= room:
-            return None, "summarizer's summary does not shrink the span enough"
+            return None, "summarizer's summary does not shrink the span enough", None
         span = plan.request.span
         short = content_shortfall(
             verdict.text,
@@ -220,10 +227,10 @@ class SummaryWriter:
             lambda chars: excerpt_summary(messages, span, max_chars=chars),
         )
         if short is not None:
-            return None, f"summarizer's answer was refused: {short}"
+            return None, f"summarizer's answer was refused: {short}", verdict.text
         if verdict.note:
             logger.info("summarizer's answer accepted: %s", verdict.note)
-        return verdict.text, None
+        return verdict.text, None, None
 
     def retention_budget(
         self,

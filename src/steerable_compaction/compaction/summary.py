@@ -438,6 +438,13 @@ def _excerpt_sections(
     }
 
 
+EXCERPT_LEAD = "(Deterministic excerpt summary: no summarizer was used.)"
+AFTER_ANSWER_LEAD = (
+    "(The summary above keeps few of the exact values, so a deterministic excerpt of the same "
+    "messages follows.)"
+)
+
+
 def _render_excerpt(sections: Mapping[str, list[str]], work: list[str]) -> str:
     """The excerpt summary text: `sections` in order, with `work` as "Current Work"."""
     body = dict(sections, **{"Current Work": work})
@@ -445,7 +452,7 @@ def _render_excerpt(sections: Mapping[str, list[str]], work: list[str]) -> str:
     for name in SECTIONS:
         lines = body[name] or ["(none)"]
         blocks.append(f"## {name}\n" + "\n".join(lines))
-    return "(Deterministic excerpt summary: no summarizer was used.)\n\n" + "\n\n".join(blocks)
+    return f"{EXCERPT_LEAD}\n\n" + "\n\n".join(blocks)
 
 
 def _work_line(message: Message, sites: Mapping[str, tuple[int, ToolCall]]) -> str:
@@ -493,16 +500,25 @@ def _trim_to_fit(sections: dict[str, list[str]], work: list[str], max_chars: int
 
 
 def excerpt_summary(
-    messages: Sequence[Message], span: tuple[int, int], *, max_chars: int = 6000
+    messages: Sequence[Message],
+    span: tuple[int, int],
+    *,
+    max_chars: int = 6000,
+    after: str | None = None,
 ) -> str:
     """A deterministic checkpoint of `messages[span]` for when no summarizer is available.
 
     It keeps the goal, every tool name called (with counts), file paths, error lines, and the
     head and tail of each shadowed message, newest first within the budget, in the same
-    sections an LLM summary has. The result never exceeds `max_chars`.
+    sections an LLM summary has. The excerpt never exceeds `max_chars`. With `after` (a
+    summarizer's answer refused for keeping too few values) the excerpt follows that text,
+    which stays as it is, outside `max_chars`.
     """
     start, end = span
     middle = messages[start:end]
     sections = _excerpt_sections(messages, start, middle, max(max_chars, 400))
     work = _recent_work(middle, call_sites(messages), sections, max_chars)
-    return _trim_to_fit(sections, work, max_chars)
+    excerpt = _trim_to_fit(sections, work, max_chars)
+    if after is None:
+        return excerpt
+    return f"{after.rstrip()}\n\n{AFTER_ANSWER_LEAD}{excerpt.removeprefix(EXCERPT_LEAD)}"
