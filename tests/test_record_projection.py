@@ -226,3 +226,13 @@ def test_an_abandon_closes_its_bracket_and_changes_nothing_visible() -> None:
     assert list(p.messages) == before
     with pytest.raises(RecordError, match="abandon of unknown bracket 'k2'"):
         p.apply(Entry(len(events) + 1, CompactionAbandoned(compaction_id="k2", reason="again")))
+
+
+def test_a_record_message_append_takes_the_same_path_as_apply() -> None:
+    """`append(seq, message)` leaves the projection as `apply` of its message entry would."""
+    message = Message.user("next")
+    by_apply, by_append = Projection(), Projection()
+    by_apply.apply(Entry(7, MessageAppended(message=message)))
+    by_append.append(7, message)
+    assert list(by_append.messages) == list(by_apply.messages) == [message]
+    assert list(by_append.seqs) == list(by_apply.seqs) == [7]

@@ -377,13 +377,17 @@ class Record(ABC):
             durable = self._fsync == "every_event"  # `_should_sync` of a message
             if self._batching:
                 self._batch_sync, durable = self._batch_sync or durable, False
-            write, accept = self._persist_encodable, self._accept
+            # `_persist_encodable` and `_accept`, unrolled for messages: one call each less.
+            persist, accept = self._persist, self._accept_message
             out = []
             for message in messages:
                 # Read each time: loading a resumed record's older entries moves both.
                 entry = entry_of(self._base + len(self._entries), appended(message))
-                write(entry, durable)
-                accept(entry)
+                try:
+                    persist(entry, durable=durable)
+                except UnicodeEncodeError as exc:
+                    raise self._unencodable(entry, exc) from None
+                accept(entry, message)
                 out.append(entry)
             if self._checkpoint_due and not self._batching:
                 self._write_checkpoint()
@@ -403,13 +407,16 @@ class Record(ABC):
         try:
             self._persist(entry, durable=durable)
         except UnicodeEncodeError as exc:
-            # A lone surrogate (e.g. from undecodable tool output) cannot be stored as
-            # UTF-8; nothing was written.
-            raise RecordError(
-                f"the {entry.event.kind} event holds text that is not valid Unicode "
-                f"({exc.reason} at position {exc.start}); nothing was written",
-                path=self._path,
-            ) from None
+            raise self._unencodable(entry, exc) from None
+
+    def _unencodable(self, entry: Entry, exc: UnicodeEncodeError) -> RecordError:
+        # A lone surrogate (e.g. from undecodable tool output) cannot be stored as UTF-8;
+        # nothing was written.
+        return RecordError(
+            f"the {entry.event.kind} event holds text that is not valid Unicode "
+            f"({exc.reason} at position {exc.start}); nothing was written",
+            path=self._path,
+        )
 
     @contextlib.contextmanager
     def batch(self) -> Iterator[None]:
@@ -454,19 +461,26 @@ class Record(ABC):
 
     def _accept(self, entry: Entry) -> None:
         """Take in one entry (`append` for each; `_ingest` for all but plain messages)."""
-        self._projection.apply(entry)
-        self._entries.append(entry)
         event = entry.event
         if isinstance(event, MessageAppended):
-            self._message_entries.append(entry)
+            self._accept_message(entry, event.message)
             if event.usage is not None:
                 self._newest_usage = entry.seq
-            if event.message.role == "assistant":
-                self._replies += 1
-        elif isinstance(event, CompactionBoundary):
+            return
+        self._projection.apply(entry)
+        self._entries.append(entry)
+        if isinstance(event, CompactionBoundary):
             self._newest_boundary = entry.seq
         elif isinstance(event, Reminder):
             self._reminder_entries.append(entry)
+
+    def _accept_message(self, entry: Entry, message: Message) -> None:
+        """`_accept` of a message entry (`message` is its message), its usage aside."""
+        self._projection.append(entry.seq, message)
+        self._entries.append(entry)
+        self._message_entries.append(entry)
+        if message.role == "assistant":
+            self._replies += 1
 
     def _ingest(self, objs: Iterator[Any], check_version: Callable[[int], None]) -> None:
         """Decode parsed entries in order and take them in; `check_version(v)` vets each one.

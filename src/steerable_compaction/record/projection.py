@@ -108,6 +108,11 @@ class Projection:
         self._messages.extend(messages)
         self._seqs.extend(seqs)
 
+    def append(self, seq: int, message: Message) -> None:
+        """Append `message` from entry `seq`: what `apply` does for a message entry."""
+        self._messages.append(message)
+        self._seqs.append(seq)
+
     def apply(self, entry: Entry) -> None:
         """Fold `entry` into the projection; raises `RecordError` (changing nothing) if invalid."""
         event = entry.event
