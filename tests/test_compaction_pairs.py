@@ -213,6 +213,28 @@ def test_paired_projection_reads_only_the_new_entries_when_nothing_was_rewritten
     assert repair.changed_from == 0
 
 
+def test_paired_projection_recomputes_after_a_rewrite_that_keeps_the_length() -> None:
+    """An edit-only boundary changes no length: the projection's `rewrites` still resets it."""
+    record = MemoryRecord()
+    view = PairedProjection(record)
+    call = Message.assistant(None, [_call("a", "bash")])
+    record.append_messages([Message.user("go"), call, Message.tool("a", "out")])
+    assert list(view.sync()) == [Message.user("go"), call, Message.tool("a", "out")]
+    folded = Message.tool("b", "[folded]")  # answers no call: an orphan once it stands there
+    record.append(
+        CompactionBoundary(
+            action="compact",
+            pre_tokens=3,
+            post_tokens=2,
+            replacement_count=1,
+            edits=(Edit(index=2, message=folded),),
+        )
+    )
+    assert len(record.projection.messages) == 3
+    assert list(view.sync()) == repair_tool_pairs(record.projection.messages)
+    assert view.sync()[2] != Message.tool("a", "out")
+
+
 def test_r22b_a_call_issued_again_is_answered_after_its_newest_turn() -> None:
     """An open call issued again (a cut log) moves its answer, named after the newest issue."""
     messages = [

@@ -228,6 +228,18 @@ def test_an_abandon_closes_its_bracket_and_changes_nothing_visible() -> None:
         p.apply(Entry(len(events) + 1, CompactionAbandoned(compaction_id="k2", reason="again")))
 
 
+@given(event_sequences())
+def test_rewrites_counts_the_boundaries_and_nothing_else(events: list[Event]) -> None:
+    """`rewrites` grows by one per boundary folded in; messages, brackets and copies keep it."""
+    p = Projection()
+    for i, e in enumerate(entries(events)):
+        before = p.rewrites
+        p.apply(e)
+        assert p.rewrites == before + isinstance(e.event, CompactionBoundary), i
+    assert p.rewrites == sum(isinstance(e, CompactionBoundary) for e in events)
+    assert p.copy().rewrites == p.rewrites
+
+
 def test_a_record_message_append_takes_the_same_path_as_apply() -> None:
     """`append(seq, message)` leaves the projection as `apply` of its message entry would."""
     message = Message.user("next")
@@ -236,3 +248,4 @@ def test_a_record_message_append_takes_the_same_path_as_apply() -> None:
     by_append.append(7, message)
     assert list(by_append.messages) == list(by_apply.messages) == [message]
     assert list(by_append.seqs) == list(by_apply.seqs) == [7]
+    assert by_append.rewrites == by_apply.rewrites == 0

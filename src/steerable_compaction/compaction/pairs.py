@@ -3,7 +3,8 @@
 `PairRepair` holds what `repair_tool_pairs(messages)` returns and updates it as messages are
 appended: a new message is checked against the calls still open, so a step costs the new
 messages plus the open calls, never the transcript. `reset` recomputes it once, after a rewrite.
-`PairedProjection` follows a record: appended entries extend the repair, a boundary resets it.
+`PairedProjection` follows a record's projection: appended messages extend the repair, a
+boundary (a rewrite of the projection) resets it.
 
 The result is always equal to `repair_tool_pairs` of the same messages (a property test holds
 the two together): orphan results become user notes in place, and each call still unanswered
@@ -16,7 +17,6 @@ from collections.abc import Sequence
 from typing import Protocol, cast
 
 from ..messages import Message, ToolCall, ToolResult
-from ..record.events import CompactionBoundary, Entry
 from .regions import no_result_message, orphan_note
 
 __all__ = ["PairRepair", "PairedProjection", "Projected"]
@@ -26,17 +26,16 @@ class _Messages(Protocol):
     @property
     def messages(self) -> Sequence[Message]: ...
 
+    @property
+    def rewrites(self) -> int: ...
+
 
 class Projected(Protocol):
-    """What `PairedProjection` reads of a record (any `Record` is one): entries, projection."""
-
-    @property
-    def entries(self) -> Sequence[Entry]:
-        """Every entry, in order."""
+    """What `PairedProjection` reads of a record (any `Record` is one): its projection."""
 
     @property
     def projection(self) -> _Messages:
-        """The projection, whose `messages` the model sees."""
+        """The projection: the `messages` the model sees, and how often they were `rewrites`."""
 
 
 class PairRepair:
@@ -219,15 +218,17 @@ class PairRepair:
 class PairedProjection:
     """A record's projection with tool pairs repaired (R22b), kept up to date in O(new).
 
-    `sync()` reads the entries appended since the last call: messages and reminders extend the
-    repair; a boundary (which may rewrite any message) makes it recompute once.
+    `sync()` takes in the messages projected since the last call (messages and reminders); a
+    boundary (which may rewrite any message) makes it recompute once. No entry is read: the
+    projection's `rewrites` count says whether it only grew.
     """
 
-    __slots__ = ("_record", "_repair", "_seen")
+    __slots__ = ("_projection", "_record", "_repair", "_rewrites")
 
     def __init__(self, record: Projected) -> None:
         self._record = record
-        self._seen = 0
+        self._projection: _Messages | None = None  # the projection object last synced ...
+        self._rewrites = 0  # ... and its `rewrites` then
         self._repair = PairRepair()
 
     @property
@@ -237,24 +238,17 @@ class PairedProjection:
 
     def sync(self) -> Sequence[Message]:
         """The repaired projection as it stands now (a view, valid until the next call)."""
-        record, repair, seen = self._record, self._repair, self._seen
-        entries = record.entries
-        count = len(entries)
-        rewritten = False
-        if not seen:
-            # A resumed record's checkpoint follows a boundary: what came before it is not
-            # read. Its base never grows, so once past it the later calls need not ask.
-            seen = getattr(record, "resumed_at", None) or 0  # `Projected` does not require it
-            rewritten = seen > 0
-        for index in range(seen, count):
-            if isinstance(entries[index].event, CompactionBoundary):
-                rewritten = True
-                break
-        self._seen = count
-        projection = record.projection.messages
-        done = repair._source
-        if rewritten or len(projection) < done:
-            repair.reset(projection)
-        elif len(projection) > done:
-            repair.extend(projection[done:])
+        projection, repair = self._record.projection, self._repair
+        messages, done = projection.messages, repair._source
+        # Another projection object (a record that resumed) or a rewrite since the last call:
+        # anything may have changed. Otherwise messages were only appended.
+        if (
+            projection is not self._projection
+            or projection.rewrites != self._rewrites
+            or len(messages) < done
+        ):
+            self._projection, self._rewrites = projection, projection.rewrites
+            repair.reset(messages)
+        elif len(messages) > done:
+            repair.extend(messages[done:])
         return repair._out

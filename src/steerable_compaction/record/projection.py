@@ -46,12 +46,13 @@ class Projection:
     boundary whose replacement put it there.
     """
 
-    __slots__ = ("_messages", "_open", "_seqs")
+    __slots__ = ("_messages", "_open", "_rewrites", "_seqs")
 
     def __init__(self) -> None:
         self._messages: list[Message] = []
         self._seqs: list[int] = []
         self._open: dict[str, OpenBracket] = {}
+        self._rewrites = 0
 
     @property
     def messages(self) -> Sequence[Message]:
@@ -62,6 +63,11 @@ class Projection:
     def seqs(self) -> Sequence[int]:
         """For each projected message, the seq of the record entry it came from."""
         return self._seqs
+
+    @property
+    def rewrites(self) -> int:
+        """How many boundaries were folded in: while it stays, `messages` only grew at the end."""
+        return self._rewrites
 
     @property
     def open_brackets(self) -> tuple[OpenBracket, ...]:
@@ -77,6 +83,7 @@ class Projection:
         other._messages = list(self._messages)
         other._seqs = list(self._seqs)
         other._open = dict(self._open)
+        other._rewrites = self._rewrites
         return other
 
     def check(self, entry: Entry) -> None:
@@ -171,6 +178,7 @@ class Projection:
                 )
 
     def _rewrite(self, seq: int, event: CompactionBoundary) -> None:
+        self._rewrites += 1
         for edit in event.edits:
             self._messages[edit.index] = edit.message
         if event.span is not None:
