@@ -32,6 +32,7 @@ def test_r7_first_request_is_estimated_whole() -> None:
     meter = TokenMeter("gpt-4o")
     assert meter.last_observed is None
     assert meter.pressure(messages) == estimate_tokens(messages, "gpt-4o") == 378  # golden value
+    assert meter.last_observed is None  # the estimate anchors the meter, but nobody billed it
 
 
 def test_r7_pressure_is_observed_tokens_plus_new_message_estimate() -> None:
@@ -44,6 +45,8 @@ def test_r7_pressure_is_observed_tokens_plus_new_message_estimate() -> None:
     assert meter.pressure(messages) == 9_000
     new = [Message.assistant("Done."), Message.user("Thanks, now run the tests.")]
     assert meter.pressure(messages + new) == 9_000 + estimate_tokens(new, "gpt-4o")
+    meter.observe(9_100, len(messages) + 2)  # the observation follows the newest call
+    assert meter.last_observed == Observation(prompt_tokens=9_100, message_count=14)
 
 
 def test_r7_pressure_costs_o_new_messages(monkeypatch: pytest.MonkeyPatch) -> None:

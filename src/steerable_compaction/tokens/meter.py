@@ -35,19 +35,6 @@ class Observation:
     message_count: int
 
 
-_new = object.__new__
-_SET_PROMPT = Observation.__dict__["prompt_tokens"].__set__  # slot setters: no validation
-_SET_COUNT = Observation.__dict__["message_count"].__set__  # to skip, nor `__post_init__`
-
-
-def _observation(prompt_tokens: int, message_count: int) -> Observation:
-    """`Observation(...)` without the frozen constructor's `object.__setattr__` (every step)."""
-    made = _new(Observation)
-    _SET_PROMPT(made, prompt_tokens)
-    _SET_COUNT(made, message_count)
-    return made
-
-
 _CACHE_MAX = 1 << 16
 _MIN_SAMPLE = 200  # estimated tokens a span needs before it may teach the factor
 _DECAY = 0.5  # weight left to the earlier spans each time a new one is learned
@@ -100,7 +87,10 @@ class TokenMeter:
         self._samples = 0
         self._anchor_tokens = 0  # tokens of messages[:_anchor_count]: billed or carried over
         self._anchor_count = 0
-        self._observed: Observation | None = None
+        # Whether the anchor is the last `observe` call's (not yet re-anchored by a rewrite or
+        # the first estimate): the observation is then the anchor, and no value is made for it
+        # on every step.
+        self._observed = False
         self._epoch = 0  # bumped whenever the anchor moves
         self._pending: tuple[int, int, int] | None = None  # (epoch, message_count, raw tokens)
         self._cache: dict[int, tuple[Message, int]] = {}
@@ -118,7 +108,9 @@ class TokenMeter:
     @property
     def last_observed(self) -> Observation | None:
         """The last `observe` call, or `None` before the first one and after a `rewrite`."""
-        return self._observed
+        if not self._observed:
+            return None
+        return Observation(prompt_tokens=self._anchor_tokens, message_count=self._anchor_count)
 
     @property
     def calibration(self) -> float:
@@ -179,11 +171,11 @@ class TokenMeter:
             message = messages[i]
             entry = cache.get(id(message))
             raw += entry[1] if entry is not None and entry[0] is message else price(message)
-        if self._online and self._observed is not None:
+        if self._online and self._observed:
             self._pending = (self._epoch, count, raw)
         factor = self._factor  # `_scaled`, without the call
         total = self._anchor_tokens + (raw if factor == 1.0 else math.ceil(raw * factor))
-        if self._observed is None and self._anchor_count == 0 and count:
+        if not self._observed and self._anchor_count == 0 and count:
             # The first whole estimate becomes the anchor until a provider reports usage, so
             # the next call costs O(new messages) too (R7: only the first is estimated whole).
             self._anchor_tokens, self._anchor_count = total, count
@@ -195,17 +187,17 @@ class TokenMeter:
             _check_count("prompt_tokens", prompt_tokens)
         if type(message_count) is not int or message_count < 0:
             _check_count("message_count", message_count)
-        previous, pending = self._observed, self._pending
+        pending = self._pending
         if (
-            previous is not None
+            self._observed  # the anchor is the previous observation
             and pending is not None
             and pending[0] == self._epoch
             and pending[1] == message_count
-            and message_count > previous.message_count
+            and message_count > self._anchor_count
             and pending[2] >= _MIN_SAMPLE
         ):
-            self._learn(prompt_tokens - previous.prompt_tokens, pending[2])
-        self._observed = _observation(prompt_tokens, message_count)
+            self._learn(prompt_tokens - self._anchor_tokens, pending[2])
+        self._observed = True
         self._anchor_tokens, self._anchor_count = prompt_tokens, message_count
         self._epoch += 1
         self._pending = None
@@ -255,7 +247,7 @@ class TokenMeter:
         for m in removed:
             if id(m) not in survivors:
                 self._cache.pop(id(m), None)
-        self._observed = None
+        self._observed = False
         self._anchor_tokens, self._anchor_count = new, len(after)
         self._epoch += 1
         self._pending = None
