@@ -21,6 +21,7 @@ from steerable_compaction.record import CompactionBoundary, MemoryRecord
 from steerable_compaction.sim import (
     ARM_NAMES,
     TASK_NAMES,
+    arms,
     build_task,
     run_eval,
     run_session,
@@ -99,6 +100,49 @@ def test_run_metrics_on_a_tiny_session_are_hand_checked() -> None:
         / 1e6,
         abs=1e-6,
     )
+
+
+def test_a_turn_longer_than_the_round_limit_goes_on_after_the_user_says_continue(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A scaled session's long turn is played whole: the host says to go on, as a user would.
+
+    Before, the loop's round limit ended the turn and its later steps (and their facts) never
+    happened: at `--scale 2` every arm lost the needles planted there.
+    """
+    monkeypatch.setattr(arms, "MAX_ROUNDS_PER_TURN", 3)
+    needle = Needle(
+        id="n1",
+        anchor="secret port",
+        value="40404",
+        shape=r"\d{5}",
+        carrier="tool",
+        position="tail",
+        step=4,
+    )
+    steps = tuple(
+        Step(tool="read_file", arguments=f'{{"path": "f{i}"}}', thought=f"Reading f{i}.", output=o)
+        for i, o in enumerate(["a", "b", "c", "d", "x\nnote: the secret port is 40404"])
+    )
+    task = Task(
+        name="long_turn",
+        seed=0,
+        description="one turn longer than the round limit",
+        window=50_000,
+        system="sys",
+        turns=(
+            Turn(user=Message.user("Goal: look"), steps=steps, reply="done"),
+            Turn(user=Message.user("The port?"), steps=(), reply="", questions=(needle,)),
+        ),
+        needles=(needle,),
+        tools=("read_file",),
+    )
+    record = MemoryRecord()
+    monkeypatch.setattr(runner, "MemoryRecord", lambda: record)
+    result = asyncio.run(run_session(task, "none"))  # its loop has the simulator's limit
+    assert (result.rounds, result.planned_rounds, result.recall) == (7, 7, 1.0)
+    users = [m.text for m in record.messages() if m.role == "user"]
+    assert users == ["Goal: look", runner.CONTINUE, "The port?"]
 
 
 def test_head_is_the_leading_system_messages_and_the_user_message_after_them() -> None:

@@ -8,7 +8,9 @@ agent's answers give recall, the provider's log gives tokens, cache reads and co
 
 The runner is the host: it writes the system prompt, a restored log and a demonstration into the
 record, then sends each turn's user message; in a turn played as `observations` it sends the
-output of every command the agent typed as the next user message, one `run_turn` each.
+output of every command the agent typed as the next user message, one `run_turn` each. A turn
+the loop's round limit ends before the agent took all its steps goes on after `CONTINUE`, so a
+scaled session plays every step it planned.
 """
 
 from __future__ import annotations
@@ -73,6 +75,9 @@ __all__ = [
 
 AGENT_SECONDS = 8.0  # simulated time per agent request (model + tool)
 SUMMARY_SECONDS = 2.0
+
+CONTINUE = "Continue where you stopped."
+"""What the host sends when the loop's round limit ended a turn with steps to go."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -361,8 +366,12 @@ async def run_session(
             message: Message | None = turn.user
             try:
                 while message is not None:  # observations come back as further user messages
-                    await built.loop.run_turn(message)
+                    ended = await built.loop.run_turn(message)
                     message = agent.observation()
+                    if message is None and ended.stop == "max_rounds" and agent.unfinished:
+                        # The loop's round limit ended the turn with steps to go (a long turn
+                        # of a scaled session): the user says to go on, as one would.
+                        message = Message.user(CONTINUE)
             except (ContextOverflowError, OverflowRetriesExhaustedError):
                 death = "overflow"
                 break
