@@ -78,6 +78,42 @@ async def test_the_ladder_drops_kept_messages_and_cuts_the_tail_before_failing()
     assert len(notes) < 7  # the squeezed summary kept fewer of them verbatim
 
 
+def _squeezed(system_tokens: int) -> tuple[MemoryRecord, Session, str]:
+    """A record over the limit whose user asked something; the agent's call answered large."""
+    record = MemoryRecord()
+    record.append_message(Message.system(body(system_tokens)))
+    record.append_message(Message.user("goal"))
+    add_rounds(record, 0, 6, tokens=900)
+    request = "Which of the notes names the staging port, and which service owns it?"
+    record.append_message(Message.user(request))
+    add_rounds(record, 99, 1, tokens=2_500)  # the agent's turn on it: one call, a large result
+    hooks = CompactionHooks(record, policy(keep_last_messages=4), summarizer=FakeSummarizer())
+    return record, Session(hooks), request
+
+
+async def test_the_ladder_keeps_the_users_current_request_while_it_can() -> None:
+    """Squeezed summaries keep no user message verbatim but the one the agent is working on.
+
+    Cutting the tail to the newest turn (the call and its large result) put the request into
+    the span, and it vanished into the summary: the model went on with a result whose purpose
+    it no longer knew (seen in 2k windows, the question of a turn gone after its history
+    searches). Only on the last rung, when nothing else fits, is it summarized too.
+    """
+    for system_tokens in (3_000, 4_000):
+        record, s, request = _squeezed(system_tokens)
+        assert over_limit(s)
+        action = await s.step()
+        assert len(action.compactions) >= 2 and not over_limit(s)
+        texts = [m.text for m in record.messages()]
+        assert request in texts
+        assert not any(t.startswith("[folded") for t in texts)
+
+    record, s, request = _squeezed(5_000)  # no room left for it
+    await s.step()
+    assert not over_limit(s)
+    assert request not in [m.text for m in record.messages()]
+
+
 async def test_a_head_that_cannot_fit_is_a_named_error_before_any_request() -> None:
     """Nothing left to compact and still over: `RequestTooLargeError`, and nothing is sent."""
     record = MemoryRecord()

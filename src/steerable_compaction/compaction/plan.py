@@ -31,6 +31,7 @@ from .regions import (
     _UNSET,
     Regions,
     call_sites,
+    is_goal_candidate,
     newest_turn,
     pinned_indices,
     select_regions,
@@ -207,9 +208,10 @@ def plan_compaction(
     pointers. `goal` is the goal's index (default: `regions.opening_goal`).
 
     `squeeze` is the escalation a request that would not fit asks for, cheapest loss first:
-    1 keeps no user message of the span verbatim (pinned ones, the goal and system messages
-    stay), 2 also cuts the tail to the newest turn. `focus` steers the summary instruction
-    toward what the host named (`with_focus`).
+    1 keeps no user message of the span verbatim but the user's current request (pinned ones,
+    the goal and system messages stay), 2 also cuts the tail to the newest turn, 3 keeps not
+    even the current request. `focus` steers the summary instruction toward what the host
+    named (`with_focus`).
     """
     keep_last, tail_cap = policy.keep_last_messages, policy.max_tail_tokens
     if squeeze >= 2:
@@ -283,7 +285,12 @@ def plan_compaction(
             fold_enough=fold_enough,
             rounds=rounds,
             replay_images=replay_images,
-            user_budget=0 if squeeze >= 1 else policy.user_message_tokens,
+            user_budget=0 if squeeze else policy.user_message_tokens,
+            current=(
+                current_request(messages, regions.span, estimate, policy.user_message_tokens)
+                if 0 < squeeze < 3
+                else None
+            ),
         )
     merge = (
         None
@@ -390,6 +397,26 @@ def plan_merge(
     )
 
 
+def current_request(
+    messages: Sequence[Message],
+    span: tuple[int, int],
+    estimate: Callable[[Message], int],
+    budget: int,
+) -> int | None:
+    """The index of the user's current request, when `span` holds it and it fits `budget`.
+
+    That is the user's newest own message when no later one stays after `span`: a turn's
+    request must outlive the compactions made inside that turn (its search results, its tool
+    rounds), or the model goes on without knowing what it was asked. A squeezed summary keeps
+    it verbatim when it fits the kept-messages budget, and gives it up only on the last rung.
+    """
+    start, end = span
+    for i in range(len(messages) - 1, start - 1, -1):
+        if is_goal_candidate(messages[i]):
+            return i if i < end and estimate(messages[i]) <= budget else None
+    return None
+
+
 def _summary_plan(
     messages: Sequence[Message],
     policy: PlanSettings,
@@ -405,9 +432,12 @@ def _summary_plan(
     rounds: Sequence[int] | None,
     replay_images: bool,
     user_budget: int,
+    current: int | None = None,
     merge: bool = False,
 ) -> SummaryNeeded:
     """A summary of `messages[span]` with `instruction`, keeping pinned and user messages.
+
+    `current` (an index, `current_request`) is kept too when the span, as cut, holds it.
 
     The request must fit the window, less the headroom kept for the estimate's error, with
     room for the summary (R13's failure, learned only from the provider, is avoided): when the
@@ -453,6 +483,8 @@ def _summary_plan(
         max_output_tokens=cap,
     )
     kept = kept_messages(messages, span, user_budget, prices, pinned)
+    if current is not None and start <= current < end:  # the piece holds the current request
+        kept = tuple(sorted({*kept, current}))
     return SummaryNeeded(
         request=request,
         regions=regions,
