@@ -38,8 +38,8 @@ from steerable_compaction.spill import SpillHooks
 from .sim_helpers import mean_recall, run
 
 
-def test_run_metrics_on_a_tiny_session_are_hand_checked() -> None:
-    """A two-step session that never fills its window: every needle found, sums consistent."""
+def secret_port_task(steps: tuple[Step, ...], name: str = "tiny") -> Task:
+    """One work turn of `steps`, then a question turn asking the secret port (40404)."""
     needle = Needle(
         id="n1",
         anchor="secret port",
@@ -47,21 +47,12 @@ def test_run_metrics_on_a_tiny_session_are_hand_checked() -> None:
         shape=r"\d{5}",
         carrier="tool",
         position="middle",
-        step=1,
+        step=len(steps) - 1,
     )
-    steps = (
-        Step(tool="read_file", arguments='{"path": "a"}', thought="Reading a.", output="nothing"),
-        Step(
-            tool="read_file",
-            arguments='{"path": "b"}',
-            thought="Reading b.",
-            output="x\nnote: the secret port is 40404\ny",
-        ),
-    )
-    task = Task(
-        name="tiny",
+    return Task(
+        name=name,
         seed=0,
-        description="tiny",
+        description=name,
         window=50_000,
         system="sys",
         turns=(
@@ -76,6 +67,20 @@ def test_run_metrics_on_a_tiny_session_are_hand_checked() -> None:
         needles=(needle,),
         tools=("read_file",),
     )
+
+
+def test_run_metrics_on_a_tiny_session_are_hand_checked() -> None:
+    """A two-step session that never fills its window: every needle found, sums consistent."""
+    steps = (
+        Step(tool="read_file", arguments='{"path": "a"}', thought="Reading a.", output="nothing"),
+        Step(
+            tool="read_file",
+            arguments='{"path": "b"}',
+            thought="Reading b.",
+            output="x\nnote: the secret port is 40404\ny",
+        ),
+    )
+    task = secret_port_task(steps)
     result = asyncio.run(run_session(task, "current"))
     assert (result.recall, result.recalled, result.recall_by_carrier) == (
         1.0,
@@ -111,38 +116,17 @@ def test_a_turn_longer_than_the_round_limit_goes_on_after_the_user_says_continue
     happened: at `--scale 2` every arm lost the needles planted there.
     """
     monkeypatch.setattr(arms, "MAX_ROUNDS_PER_TURN", 3)
-    needle = Needle(
-        id="n1",
-        anchor="secret port",
-        value="40404",
-        shape=r"\d{5}",
-        carrier="tool",
-        position="tail",
-        step=4,
-    )
     steps = tuple(
         Step(tool="read_file", arguments=f'{{"path": "f{i}"}}', thought=f"Reading f{i}.", output=o)
         for i, o in enumerate(["a", "b", "c", "d", "x\nnote: the secret port is 40404"])
     )
-    task = Task(
-        name="long_turn",
-        seed=0,
-        description="one turn longer than the round limit",
-        window=50_000,
-        system="sys",
-        turns=(
-            Turn(user=Message.user("Goal: look"), steps=steps, reply="done"),
-            Turn(user=Message.user("The port?"), steps=(), reply="", questions=(needle,)),
-        ),
-        needles=(needle,),
-        tools=("read_file",),
-    )
+    task = secret_port_task(steps, "long_turn")
     record = MemoryRecord()
     monkeypatch.setattr(runner, "MemoryRecord", lambda: record)
     result = asyncio.run(run_session(task, "none"))  # its loop has the simulator's limit
     assert (result.rounds, result.planned_rounds, result.recall) == (7, 7, 1.0)
     users = [m.text for m in record.messages() if m.role == "user"]
-    assert users == ["Goal: look", runner.CONTINUE, "The port?"]
+    assert users == ["Goal: look", runner.CONTINUE, "What is the secret port?"]
 
 
 def test_head_is_the_leading_system_messages_and_the_user_message_after_them() -> None:
