@@ -114,6 +114,74 @@ async def test_the_ladder_keeps_the_users_current_request_while_it_can() -> None
     assert request not in [m.text for m in record.messages()]
 
 
+def test_a_squeezed_plan_keeps_the_turns_request_and_its_nudge_within_half_the_span() -> None:
+    """A squeezed summary keeps the user's messages of the turn in progress, "go on" and all.
+
+    The turn in progress is everything after the agent's newest plain reply: a nudge after the
+    request does not make the request itself the one that is summarized.
+    """
+    record = MemoryRecord()
+    start(record)
+    add_rounds(record, 0, 4)
+    record.append_message(Message.assistant("Done with the parser."))  # ends the earlier turn
+    request = Message.user("Which of the notes names the staging port?")
+    nudge = Message.user("Continue where you stopped.")
+    record.append_message(request)
+    add_rounds(record, 4, 3)
+    record.append_message(nudge)
+    add_rounds(record, 7, 1, tokens=2_500)
+    hooks = CompactionHooks(record, policy(keep_last_messages=2))
+    messages = record.messages()
+
+    def kept(squeeze: int) -> list[str]:
+        plan = plan_compaction(
+            messages,
+            hooks.policy,
+            pressure=hooks.pressure(),
+            estimate=hooks.meter.estimate,
+            squeeze=squeeze,
+        )
+        assert isinstance(plan, SummaryNeeded)
+        return [messages[i].text for i in plan.kept]
+
+    assert kept(1) == kept(2) == [request.text, nudge.text]
+    assert kept(3) == []
+    # Within half the span's tokens, as any kept user message: the summary must free room.
+    record = MemoryRecord()
+    start(record)
+    add_rounds(record, 0, 1, tokens=200)
+    long = Message.user(body(900, "Which note names the port? "))
+    record.append_message(long)
+    add_rounds(record, 1, 1, tokens=6_000)
+    messages = record.messages()
+    loose = policy(keep_last_messages=2, keep_user_messages_ratio=0.5)
+    plan = plan_compaction(
+        messages, loose, pressure=hooks.pressure(), estimate=hooks.meter.estimate, squeeze=2
+    )
+    assert isinstance(plan, SummaryNeeded)
+    assert messages.index(long) in range(*plan.request.span)
+    assert plan.kept == () and plan.middle_tokens < 2 * hooks.meter.estimate(long)
+
+
+async def test_the_last_rung_without_a_request_to_give_up_asks_nothing_more() -> None:
+    """No turn in progress to give up: the last rung would be the one before it again.
+
+    That would be another summarizer call for nothing. And no written compaction leaves the
+    context as large as it found it: a summary is priced with the history reference it is
+    written with.
+    """
+    record = MemoryRecord()
+    record.append_message(Message.system(body(5_000)))
+    record.append_message(Message.user("goal"))
+    add_rounds(record, 0, 6, tokens=900)
+    add_rounds(record, 99, 1, tokens=2_500)
+    hooks = CompactionHooks(record, policy(keep_last_messages=4), summarizer=FakeSummarizer())
+    action = await Session(hooks).step()
+    assert all(o.post_tokens < o.pre_tokens for o in action.compactions if o.written)
+    idle = [o for o in action.compactions if not o.written and o.summarizer_called]
+    assert len(idle) <= 2  # rungs 1 and 2 found nothing more to free; rung 3 asks nothing
+
+
 async def test_a_head_that_cannot_fit_is_a_named_error_before_any_request() -> None:
     """Nothing left to compact and still over: `RequestTooLargeError`, and nothing is sent."""
     record = MemoryRecord()

@@ -119,6 +119,7 @@ class BracketRunner:
             messages,
             use_summarizer=use,
             max_tokens=room if room >= MIN_SUMMARY_TOKENS else None,
+            seqs=self.record.projection.seqs,
         )
         # A failed merge leaves the chain; summaries still work: only the others count.
         failed = attempt.failure is not None if called and not plan.merge else None

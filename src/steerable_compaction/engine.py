@@ -438,12 +438,12 @@ class CompactionHooks:
         No request leaves while the calibrated estimate is over `limit_tokens` (the window less
         the output reserve), whatever the breakers, the hysteresis or a cooldown say. Cheapest
         loss first: summaries that keep neither a retention block nor the span's user messages
-        but the user's current request, a piece of the span at a time while each frees
-        something; then the tail cut to the newest turn; then the current request summarized
-        too; then the largest tool results folded, the newest turn's included, until it fits or
-        none is left; last, oversized pinned text (the goal too), each fold with a pointer to
-        the record and a loud warning. `limit` lowers the bar (after an overflow), and `bound`
-        says why, for the error.
+        but those of the turn in progress (the request being worked on), a piece of the span at
+        a time while each frees something; then the tail cut to the newest turn; then that
+        request summarized too; then the largest tool results folded, the newest turn's
+        included, until it fits or none is left; last, oversized pinned text (the goal too),
+        each fold with a pointer to the record and a loud warning. `limit` lowers the bar (after
+        an overflow), and `bound` says why, for the error.
         """
         limit = self.policy.limit_tokens if limit is None else limit
         done: list[CompactionOutcome] = []

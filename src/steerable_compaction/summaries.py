@@ -122,6 +122,7 @@ class SummaryWriter:
         *,
         use_summarizer: bool = True,
         max_tokens: int | None = None,
+        seqs: Sequence[int] | None = None,
     ) -> SummaryAttempt:
         """The summary text and who wrote it, or `text=None` and why not.
 
@@ -130,7 +131,11 @@ class SummaryWriter:
         the most the summary message may cost and still leave the next request inside the
         window: a summary over it frees too little, and the excerpt, sized to fit, stands in.
         A refused summary gives way to the excerpt, whose retention block keeps the facts a
-        fold would cut (a summary is only asked for where the fold does not come first).
+        fold would cut (a summary is only asked for where the fold does not come first); an
+        answer refused only for keeping too few values stays in front of that excerpt when it
+        costs at most half the room (`failure` still names the refusal, and the breaker counts
+        it). `seqs` (the projection's record seqs) price the summary with the history reference
+        it is written with.
         """
         failure: str | None = None
         thin: str | None = None  # a genuine answer refused only for keeping too few values
@@ -139,9 +144,12 @@ class SummaryWriter:
             room = min(room, max_tokens + 1)
         kept = len(plan.kept)
 
+        # Priced as written (`closing_message`): with the record seqs it names, when known.
+        history = span_history(seqs, plan.request.span) if seqs is not None else None
+
         def price(text: str) -> int:
             message = summary_message(
-                text, plan.replaced, kept, kept_users_only=plan.kept_users_only
+                text, plan.replaced, kept, kept_users_only=plan.kept_users_only, history=history
             )
             return self.meter.estimate(message)
 

@@ -223,12 +223,11 @@ class PairedProjection:
     projection's `rewrites` count says whether it only grew.
     """
 
-    __slots__ = ("_projection", "_record", "_repair", "_rewrites")
+    __slots__ = ("_record", "_repair", "_rewrites")
 
     def __init__(self, record: Projected) -> None:
         self._record = record
-        self._projection: _Messages | None = None  # the projection object last synced ...
-        self._rewrites = 0  # ... and its `rewrites` then
+        self._rewrites = 0  # the projection's `rewrites` at the last call
         self._repair = PairRepair()
 
     @property
@@ -240,14 +239,10 @@ class PairedProjection:
         """The repaired projection as it stands now (a view, valid until the next call)."""
         projection, repair = self._record.projection, self._repair
         messages, done = projection.messages, repair._source
-        # Another projection object (a record that resumed) or a rewrite since the last call:
-        # anything may have changed. Otherwise messages were only appended.
-        if (
-            projection is not self._projection
-            or projection.rewrites != self._rewrites
-            or len(messages) < done
-        ):
-            self._projection, self._rewrites = projection, projection.rewrites
+        # A rewrite since the last call: anything may have changed. Otherwise messages were
+        # only appended (a resumed record's first call starts from an empty repair).
+        if projection.rewrites != self._rewrites or len(messages) < done:
+            self._rewrites = projection.rewrites
             repair.reset(messages)
         elif len(messages) > done:
             repair.extend(messages[done:])

@@ -208,10 +208,10 @@ def plan_compaction(
     pointers. `goal` is the goal's index (default: `regions.opening_goal`).
 
     `squeeze` is the escalation a request that would not fit asks for, cheapest loss first:
-    1 keeps no user message of the span verbatim but the user's current request (pinned ones,
-    the goal and system messages stay), 2 also cuts the tail to the newest turn, 3 keeps not
-    even the current request. `focus` steers the summary instruction toward what the host
-    named (`with_focus`).
+    1 keeps no user message of the span verbatim but those of the turn in progress
+    (`current_requests`; pinned ones, the goal and system messages stay), 2 also cuts the tail
+    to the newest turn, 3 keeps not even those (`NothingToDo` when there are none: it would be
+    2 again). `focus` steers the summary instruction toward what the host named (`with_focus`).
     """
     keep_last, tail_cap = policy.keep_last_messages, policy.max_tail_tokens
     if squeeze >= 2:
@@ -269,6 +269,10 @@ def plan_compaction(
                 pre_tokens=pressure,
                 post_tokens=post_fold,
             )
+        current = current_requests(messages, regions.span, estimate, policy.user_message_tokens)
+        if squeeze >= 3 and not current:
+            # The last rung only gives up the current request: without one it is rung 2 again.
+            return NothingToDo(reason="no current request left to summarize", regions=regions)
         chained = chain and bool(summary_indices(messages, regions.head_end, regions.chain_end))
         return _summary_plan(
             messages,
@@ -286,11 +290,7 @@ def plan_compaction(
             rounds=rounds,
             replay_images=replay_images,
             user_budget=0 if squeeze else policy.user_message_tokens,
-            current=(
-                current_request(messages, regions.span, estimate, policy.user_message_tokens)
-                if 0 < squeeze < 3
-                else None
-            ),
+            current=current if 0 < squeeze < 3 else (),
         )
     merge = (
         None
@@ -397,24 +397,34 @@ def plan_merge(
     )
 
 
-def current_request(
+def current_requests(
     messages: Sequence[Message],
     span: tuple[int, int],
     estimate: Callable[[Message], int],
     budget: int,
-) -> int | None:
-    """The index of the user's current request, when `span` holds it and it fits `budget`.
+) -> tuple[int, ...]:
+    """The user's messages of the turn in progress that `span` holds, newest first in `budget`.
 
-    That is the user's newest own message when no later one stays after `span`: a turn's
-    request must outlive the compactions made inside that turn (its search results, its tool
-    rounds), or the model goes on without knowing what it was asked. A squeezed summary keeps
-    it verbatim when it fits the kept-messages budget, and gives it up only on the last rung.
+    The turn in progress is everything after the agent's newest plain reply (an assistant
+    message with no tool call ends a turn): the user's request and any nudge after it ("go
+    on"). A turn's request must outlive the compactions made inside that turn (its search
+    results, its tool rounds), or the model goes on without knowing what it was asked; a
+    squeezed summary keeps these verbatim, and gives them up only on the last rung. Agents
+    that type commands as plain text end a turn at every command: there, nothing is kept.
     """
     start, end = span
+    kept: list[int] = []
+    left = budget
     for i in range(len(messages) - 1, start - 1, -1):
-        if is_goal_candidate(messages[i]):
-            return i if i < end and estimate(messages[i]) <= budget else None
-    return None
+        message = messages[i]
+        if message.role == "assistant" and not message.tool_calls:
+            break
+        if i < end and is_goal_candidate(message):
+            price = estimate(message)
+            if price <= left:
+                left -= price
+                kept.append(i)
+    return tuple(kept)
 
 
 def _summary_plan(
@@ -432,12 +442,13 @@ def _summary_plan(
     rounds: Sequence[int] | None,
     replay_images: bool,
     user_budget: int,
-    current: int | None = None,
+    current: tuple[int, ...] = (),
     merge: bool = False,
 ) -> SummaryNeeded:
     """A summary of `messages[span]` with `instruction`, keeping pinned and user messages.
 
-    `current` (an index, `current_request`) is kept too when the span, as cut, holds it.
+    `current` (`current_requests`) are kept too where the span, as cut, holds them, within half
+    the span's tokens, as the user messages are.
 
     The request must fit the window, less the headroom kept for the estimate's error, with
     room for the summary (R13's failure, learned only from the provider, is avoided): when the
@@ -483,8 +494,14 @@ def _summary_plan(
         max_output_tokens=cap,
     )
     kept = kept_messages(messages, span, user_budget, prices, pinned)
-    if current is not None and start <= current < end:  # the piece holds the current request
-        kept = tuple(sorted({*kept, current}))
+    left = sum(prices) // 2 - sum(prices[i - start] for i in kept)  # the summary must free room
+    extra: set[int] = set()
+    for i in current:  # newest first; only those of the piece, as cut
+        if start <= i < end and i not in kept and prices[i - start] <= left:
+            left -= prices[i - start]
+            extra.add(i)
+    if extra:
+        kept = tuple(sorted({*kept, *extra}))
     return SummaryNeeded(
         request=request,
         regions=regions,

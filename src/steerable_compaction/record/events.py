@@ -154,7 +154,8 @@ class CompactionStart:
 
 
 SummarySource: TypeAlias = Literal["summarizer", "excerpt"]
-"""Who wrote a summary: the LLM summarizer, or the deterministic excerpt fallback."""
+"""Who wrote a summary: the LLM summarizer, or the deterministic excerpt fallback (which may
+follow a summarizer answer refused only for keeping too few values)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -164,7 +165,8 @@ class CompactionSummary:
     `retention_budget` is the most the retention check may add, in the static estimate's
     tokens, decided when the summary arrived (from the room the summary left), so recovery
     writes the same block; `None` (older records): derived from the policy as it was then.
-    `refused` says why the summarizer's own answer was not used, when the excerpt stands in.
+    `refused` says why the summarizer's own answer was not used as the summary, when the
+    excerpt stands in (an answer refused only for keeping too few values may precede it).
     """
 
     compaction_id: str

@@ -78,14 +78,12 @@ class ScriptedAgent:
         self.answers_in_context: dict[str, str | None] = {}  # before any search
         self.recall_requests = 0  # agent requests spent on the history after the first answer
         self._searched = False
-        self._replied = False  # the current turn's reply given
 
     def begin(self, turn: Turn) -> None:
         """Start `turn`: its steps are taken in order, then it replies."""
         self.turn = turn
         self._next = 0
         self._observed = None
-        self._replied = False
 
     def respond(self, request: CompletionRequest) -> Message:
         """The next assistant message for `request`."""
@@ -110,7 +108,6 @@ class ScriptedAgent:
                 )
             self._pending = [step, *step.parallel]
             return Message.assistant(step.thought, calls)
-        self._replied = True
         return Message.assistant(turn.reply)
 
     def _answer(self, questions: Sequence[Needle], request: CompletionRequest) -> Message:
@@ -146,17 +143,11 @@ class ScriptedAgent:
                 ]
                 return Message.assistant("Searching the history for what I no longer see.", calls)
         self.answers = answers
-        self._replied = True
         replies = [
             f"{i}. {answers[n.id] if answers[n.id] is not None else 'I do not know.'}"
             for i, n in enumerate(questions, 1)
         ]
         return Message.assistant("\n".join(replies))
-
-    @property
-    def unfinished(self) -> bool:
-        """Whether the turn has steps to take or its reply to give (its loop stopped early)."""
-        return self.turn is not None and not self._replied
 
     def observation(self) -> Message | None:
         """The user message carrying the output of the command just typed, once; else `None`.

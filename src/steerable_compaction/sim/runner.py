@@ -64,6 +64,7 @@ from .tasks import TASK_NAMES, Task, build_task, with_idle_gaps
 __all__ = [
     "ARMS",
     "ARM_NAMES",
+    "CONTINUE",
     "PEER_ARMS",
     "ArmSpec",
     "EvalResults",
@@ -368,9 +369,9 @@ async def run_session(
                 while message is not None:  # observations come back as further user messages
                     ended = await built.loop.run_turn(message)
                     message = agent.observation()
-                    if message is None and ended.stop == "max_rounds" and agent.unfinished:
-                        # The loop's round limit ended the turn with steps to go (a long turn
-                        # of a scaled session): the user says to go on, as one would.
+                    if message is None and ended.stop == "max_rounds":
+                        # The loop's round limit ended the turn before the agent's reply (a
+                        # long turn of a scaled session): the user says to go on, as one would.
                         message = Message.user(CONTINUE)
             except (ContextOverflowError, OverflowRetriesExhaustedError):
                 death = "overflow"
