@@ -57,8 +57,8 @@ SUMMARY_INSTRUCTION = (
     "checkpoint summary that you write now. The summary is all you will see of these messages "
     "when you continue, so keep every fact you will need: the user's goal and constraints, "
     "decisions and why they were made, exact file paths, identifiers, commands, values and "
-    "error messages, what images showed (the text and values visible in them), and where the "
-    "work stands. Keep any [history seq N] references next to the facts they stand for.\n\n"
+    "error messages, and where the work stands. Keep any [history seq N] references next to "
+    "the facts they stand for.\n\n"
     "Reply with text only (no tool calls), in Markdown, with exactly these sections:\n\n"
     + "\n".join(f"## {name}" for name in SECTIONS)
 )
@@ -70,9 +70,8 @@ INCREMENTAL_INSTRUCTION = (
     "summaries already say. The new summary is all you will see of those messages when you "
     "continue, so keep every fact from them you will need: the user's requests and "
     "constraints, decisions and why they were made, exact file paths, identifiers, commands, "
-    "values and error messages, what images showed (the text and values visible in them), and "
-    "where the work stands. Keep any [history seq N] references next to the facts they stand "
-    "for.\n\n"
+    "values and error messages, and where the work stands. Keep any [history seq N] references "
+    "next to the facts they stand for.\n\n"
     "Reply with text only (no tool calls), in Markdown, with exactly these sections:\n\n"
     + "\n".join(f"## {name}" for name in SECTIONS)
 )
