@@ -9,8 +9,8 @@ agent's answers give recall, the provider's log gives tokens, cache reads and co
 The runner is the host: it writes the system prompt, a restored log and a demonstration into the
 record, then sends each turn's user message; in a turn played as `observations` it sends the
 output of every command the agent typed as the next user message, one `run_turn` each. A turn
-the loop's round limit ends before the agent took all its steps goes on after `CONTINUE`, so a
-scaled session plays every step it planned.
+the loop's round limit ends before the agent's reply goes on after `CONTINUE`, so a scaled
+session plays every step it planned.
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ AGENT_SECONDS = 8.0  # simulated time per agent request (model + tool)
 SUMMARY_SECONDS = 2.0
 
 CONTINUE = "Continue where you stopped."
-"""What the host sends when the loop's round limit ended a turn with steps to go."""
+"""What the host sends when the loop's round limit ended a turn before the agent's reply."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
