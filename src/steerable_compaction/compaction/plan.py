@@ -269,7 +269,11 @@ def plan_compaction(
                 pre_tokens=pressure,
                 post_tokens=post_fold,
             )
-        current = current_requests(messages, regions.span, estimate, policy.user_message_tokens)
+        current = (  # only a squeezed summary keeps them apart from the user-message budget
+            current_requests(messages, regions.span, estimate, policy.user_message_tokens)
+            if squeeze
+            else ()
+        )
         if squeeze >= 3 and not current:
             # The last rung only gives up the current request: without one it is rung 2 again.
             return NothingToDo(reason="no current request left to summarize", regions=regions)
@@ -290,7 +294,7 @@ def plan_compaction(
             rounds=rounds,
             replay_images=replay_images,
             user_budget=0 if squeeze else policy.user_message_tokens,
-            current=current if 0 < squeeze < 3 else (),
+            current=current if squeeze < 3 else (),
         )
     merge = (
         None
