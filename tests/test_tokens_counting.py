@@ -182,6 +182,43 @@ def test_r8_short_texts_are_remembered_with_the_same_price(
     assert pricer.cost("") == 0.0
 
 
+def test_r8_short_ascii_texts_of_one_shape_are_counted_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Fresh call ids of one shape cost one count; other shapes and non-ASCII texts their own."""
+    from steerable_compaction.tokens import counting
+
+    counted: list[str] = []
+    real = counting._counts
+
+    def spy(text: str) -> tuple[int, ...]:
+        counted.append(text)
+        return real(text)
+
+    monkeypatch.setattr(counting, "_counts", spy)
+    pricer = counting.TextPricer(calibration_for("gpt-4o"))
+    ids = [f"call_{n}" for n in range(100_000, 100_050)]
+    assert {pricer.cost(i) for i in ids} == {pricer.cost("call_999999")}
+    assert pricer.cost("call_99999X") != pricer.cost("call_999999")  # an upper-case letter
+    assert pricer.cost("café_1") == pricer.cost("café_1")
+    assert pricer.cost("cafë_1") > 0
+    assert counted == ["call_100000", "call_99999X", "café_1", "cafë_1"]
+    for i in range(counting._MEMO_SIZE + 10):
+        pricer.cost("x" * (i % 60) + "-" * (i // 60))
+    assert len(pricer._shapes) <= counting._MEMO_SIZE
+
+
+@given(st.lists(st.text(st.sampled_from("aZq09 \t\n\r._-\x00\x7f"), max_size=12), max_size=20))
+def test_r8_a_text_priced_by_its_shape_costs_what_counting_it_costs(texts: list[str]) -> None:
+    """Texts priced one after another by one pricer (shapes repeat): each as counted alone."""
+    from steerable_compaction.tokens import counting
+
+    pricer = counting.TextPricer(calibration_for("claude-sonnet-4"))
+    for text in texts:
+        counts = reference_counts(text) + scripts(text) if text else (0,)
+        assert pricer.cost(text) == pytest.approx(sum(map(operator.mul, pricer.weights, counts)))
+
+
 def test_r8_a_calibration_made_by_hand_prices_like_its_values() -> None:
     """A `Calibration` outside the table prices by its own values; unset scripts cost `other`."""
     from dataclasses import replace

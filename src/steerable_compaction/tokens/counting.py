@@ -323,14 +323,18 @@ class TextPricer:
     """Prices texts under one calibration (the weights are computed once, not per call).
 
     Short texts are remembered, since a transcript repeats them (tool names, a call's id in its
-    result, "ok"): for those a price is one dictionary lookup.
+    result, "ok"): for those a price is one dictionary lookup. A short ASCII text met for the
+    first time is looked up by its *shape* too, the string of its bytes' classes: its counts
+    depend on nothing else, and fresh texts of one shape are common (call ids, hashes, times,
+    line numbers), so a new `call_1042` costs one translation instead of a count.
     """
 
-    __slots__ = ("_memo", "weights")
+    __slots__ = ("_memo", "_shapes", "weights")
 
     def __init__(self, cal: Calibration) -> None:
         self.weights = _weights_of(cal)
         self._memo: dict[str, float] = {}
+        self._shapes: dict[bytes, float] = {}  # ASCII texts' class codes -> their price
 
     def cost(self, text: str) -> float:
         """Tokens of `text` (not rounded; 0.0 for the empty text)."""
@@ -340,7 +344,19 @@ class TextPricer:
         memo = self._memo
         cost = memo.get(text)
         if cost is None:
-            cost = sum(map(operator.mul, self.weights, _counts(text))) if text else 0.0
+            if not text:
+                cost = 0.0
+            elif text.isascii():
+                # In ASCII text every class has a code of its own (`classes.CODES`).
+                shapes, shape = self._shapes, text.encode().translate(_T_CODE_SIMPLE)
+                cost = shapes.get(shape)
+                if cost is None:
+                    cost = sum(map(operator.mul, self.weights, _counts(text)))
+                    if len(shapes) >= _MEMO_SIZE:
+                        shapes.clear()
+                    shapes[shape] = cost
+            else:
+                cost = sum(map(operator.mul, self.weights, _counts(text)))
             if len(memo) >= _MEMO_SIZE:
                 memo.clear()
             memo[text] = cost
