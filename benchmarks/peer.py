@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import _figures
-from pre_step import TRANSCRIPTS, prepare_probe, rounds, short_round
+from pre_step import TRANSCRIPTS, WARMUP, prepare_probe, rounds, settle, short_round
 from steerable_compaction import Message, ToolCall, resolve_compaction_policy, summaries
 from steerable_compaction.compaction import SummaryRequest, excerpt_summary
 from steerable_compaction.engine import CompactionHooks
@@ -214,9 +214,10 @@ def peer_tiny(size: int) -> Callable[[], float]:
     base = peer_messages(TRANSCRIPTS[size])
 
     def probe() -> float:
+        settle()
         hooks = PeerHooks(max_context_tokens=100_000_000)
         transcript = list(base)
-        steps = [peer_messages(short_round(10_000_000 + k)) for k in range(TINY_STEPS)]
+        steps = [peer_messages(short_round(10_000_000 + k)) for k in range(WARMUP + TINY_STEPS)]
 
         async def run() -> int:
             spent = 0
@@ -226,7 +227,8 @@ def peer_tiny(size: int) -> Callable[[], float]:
                 ctx = PeerContext(k + 1, 1_000_000 + k, sent)
                 start = clock()
                 await hooks.pre_step(transcript, ctx)
-                spent += clock() - start
+                if k >= WARMUP:
+                    spent += clock() - start
             return spent
 
         return asyncio.run(run()) / TINY_STEPS / 1e9

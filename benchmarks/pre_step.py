@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import functools
+import gc
 import json
 import time
 from collections.abc import Callable, Iterator
@@ -37,6 +38,7 @@ from steerable_compaction.tokens import TokenMeter
 
 SIZES = (1_000, 10_000, 100_000)
 STEPS = 300
+WARMUP = 30  # untimed steps first in a per-step probe (`settle`)
 REPEATS = 5
 MODES: tuple[Literal["fold_only", "aggressive"], ...] = ("fold_only", "aggressive")
 NEVER = resolve_compaction_policy(None, 100_000_000)  # never over threshold here
@@ -79,6 +81,18 @@ def interleaved(probes: dict[str, Callable[[], float]]) -> dict[str, float]:
     return {name: min(values) for name, values in times.items()}
 
 
+def settle() -> None:
+    """Collect the garbage of the probes before, first thing in a probe (before its setup).
+
+    Without it a full collection, due to what earlier probes left (a 1k-message record each),
+    can land inside the few milliseconds timed: one repeat of a tiny-step probe read 40x its
+    median. The setup and `WARMUP` untimed steps run after it, so the timed steps do not start
+    on caches the collection emptied; garbage the timed steps make is still collected, and
+    counted, as it comes.
+    """
+    gc.collect()
+
+
 def record_of(size: int) -> MemoryRecord:
     record = MemoryRecord()
     for message in TRANSCRIPTS[size]:
@@ -91,6 +105,7 @@ def pre_step_probe(size: int, new: Callable[[int], list[Message]]) -> Callable[[
     first = [10_000_000]
 
     def probe() -> float:
+        settle()
         record = record_of(size)
         hooks = CompactionHooks(record, NEVER)
         hooks.observe(1_000_000, len(record.projection))
@@ -131,18 +146,20 @@ def prepare_probe(size: int) -> Callable[[], float]:
     first = [20_000_000]
 
     def probe() -> float:
+        settle()
         record = record_of(size)
         compactor = Compactor(NEVER, record=record)
         messages = compactor.prepare(record.messages(), last_prompt_tokens=None)
         base = first[0]
-        first[0] += STEPS
-        steps = [short_round(base + k) for k in range(STEPS)]
+        first[0] += WARMUP + STEPS
+        steps = [short_round(base + k) for k in range(WARMUP + STEPS)]
         spent = 0
         for k, step in enumerate(steps):
             messages.extend(step)
             start = clock()
             messages = compactor.prepare(messages, last_prompt_tokens=1_000_000 + k)
-            spent += clock() - start
+            if k >= WARMUP:
+                spent += clock() - start
         close = getattr(compactor, "close", None)  # older versions had no loop to close
         if close is not None:
             close()
