@@ -74,6 +74,9 @@ _SEPARATOR = re.compile(
 _VALUE = re.compile(r"\s*([^\s,;\u3002\u3001\uff0c\uff1b]{1,60})")
 _CLAUSES = re.compile(r"(?<=[.;!?])\s+|(?<=[\u3002\uff01\uff1f])")
 _CLAUSE_END = re.compile(r"[.;!?]\s|[\u3002\uff01\uff1f]")  # where `_CLAUSES` splits, found fast
+# The same for ASCII lines, where the CJK alternatives cannot match: 2-3x faster without them.
+_ASCII_CLAUSES = re.compile(r"(?<=[.;!?])\s+")
+_ASCII_CLAUSE_END = re.compile(r"[.;!?]\s")
 _WORD = re.compile(  # a word of prose (`on-call` is one), or a CJK character
     r"(?<!\S)[A-Za-z]{2,}(?:-[A-Za-z]{2,})*[.,;:!?]?(?!\S)|[\u3040-\u30ff\u4e00-\u9fff]"
 )
@@ -382,10 +385,14 @@ def message_clauses(message: Message, speaker: str) -> Read:
         line = stripped if line is read and not numbered else line.strip()
         # A clause ends only at . ; ! ? and a blank (or CJK punctuation): most lines have one
         # clause, and the split (a look-behind at every position) costs 3x the search for one.
-        whole = line.isascii() and not ("." in line or ";" in line or "!" in line or "?" in line)
+        if line.isascii():
+            ends, splits = _ASCII_CLAUSE_END, _ASCII_CLAUSES
+            whole = not ("." in line or ";" in line or "!" in line or "?" in line)
+        else:
+            ends, splits, whole = _CLAUSE_END, _CLAUSES, False
         if not whole:
-            whole = _CLAUSE_END.search(line) is None
-        for clause in (line,) if whole else _CLAUSES.split(line):
+            whole = ends.search(line) is None
+        for clause in (line,) if whole else splits.split(line):
             clause = clause.strip().rstrip(";,\uff1b\uff0c").rstrip()  # a separator, no content
             if len(clause) >= 4 and (
                 clause[0] != "<" or not clause.startswith(("<compacted-summary>", "</compacted"))
