@@ -66,6 +66,17 @@ def session(rounds: int, body_chars: int = 2_000) -> list[Message]:
     return out
 
 
+def write_session(rounds: int, content_chars: int = 3_000) -> list[Message]:
+    """System, goal, then `rounds` file writes: the bulk is in the calls, each result is "ok"."""
+    out = [Message.system("You are a coding agent."), Message.user("Write the new modules.")]
+    for i in range(rounds):
+        body = f"# module m{i}\n" + ("y = 2\n" * (content_chars // 6))
+        arguments = json.dumps({"path": f"src/m{i}.py", "content": body})
+        call = ToolCall(id=f"call_{i}", name="write_file", arguments=arguments)
+        out += [Message.assistant(f"Writing m{i}.", [call]), Message.tool(f"call_{i}", "ok")]
+    return out
+
+
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 32
 
 

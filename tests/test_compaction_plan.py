@@ -17,7 +17,15 @@ from steerable_compaction.compaction import (
 )
 from steerable_compaction.compaction.regions import is_goal_candidate, opening_goal
 
-from .compaction_helpers import Knobs, apply_plan, est, session, tool_round, total
+from .compaction_helpers import (
+    Knobs,
+    apply_plan,
+    est,
+    session,
+    tool_round,
+    total,
+    write_session,
+)
 from .strategies import agent_transcripts
 
 
@@ -32,6 +40,17 @@ def test_r17_fold_alone_when_it_brings_pressure_under_threshold() -> None:
     assert not plan.horizonless
     assert plan.post_tokens == pressure - plan.prune.saved_tokens < knobs.threshold_tokens
     assert plan.pre_tokens == pressure
+
+
+def test_a_session_whose_bulk_is_in_tool_calls_is_compacted_by_a_fold() -> None:
+    """Files written through tool calls (results "ok") fold like large results: no LLM call."""
+    messages = write_session(10)
+    pressure = total(messages)
+    knobs = Knobs(threshold_tokens=pressure - 1_000)
+    plan = plan_compaction(messages, knobs, pressure=pressure, estimate=est)
+    assert isinstance(plan, FoldRewrite)
+    assert plan.post_tokens < knobs.threshold_tokens
+    assert {messages[e.index].role for e in plan.prune.edits} == {"assistant"}
 
 
 def test_r20_summary_when_fold_is_not_enough() -> None:

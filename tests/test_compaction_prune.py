@@ -1,13 +1,17 @@
 from __future__ import annotations
 
 import hashlib
+import json
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from steerable_compaction import ImagePart, Message, TextPart, ToolResult
+from steerable_compaction import ImagePart, Message, TextPart, ToolCall, ToolResult
 from steerable_compaction.compaction import (
     FOLD_PREFIX,
+    FOLDED_ARGUMENT_PREFIX,
+    fold_arguments,
+    fold_largest,
     fold_marker,
     image_pointer,
     is_folded,
@@ -15,7 +19,7 @@ from steerable_compaction.compaction import (
     select_regions,
 )
 
-from .compaction_helpers import PNG, est, image_message, session
+from .compaction_helpers import PNG, est, image_message, session, write_session
 from .strategies import agent_transcripts
 
 
@@ -206,6 +210,12 @@ def test_prune_only_edits_inside_its_range_and_keeps_roles_and_call_ids(
         if old.tool_result is not None:
             assert new.tool_result is not None
             assert new.tool_result.call_id == old.tool_result.call_id
+        if old.role == "assistant" and old.tool_calls:  # its arguments folded, nothing else
+            assert [(c.id, c.name) for c in new.tool_calls] == [
+                (c.id, c.name) for c in old.tool_calls
+            ]
+            assert new.text == old.text
+            continue
         assert len(new.images) < len(old.images) or (old.tool_result and is_folded(new))
     assert result.messages[: regions.head_end] == tuple(messages[: regions.head_end])
     assert result.messages[regions.tail_start :] == tuple(messages[regions.tail_start :])
@@ -222,3 +232,77 @@ def test_keeping_more_results_than_exist_keeps_them_all() -> None:
         == run(messages, horizon=everywhere).folded + 2
         == 8
     )
+
+
+def test_fold_arguments_keeps_every_key_and_folds_only_long_strings() -> None:
+    """A call's long string values become marker + excerpt; the arguments stay a JSON object."""
+    content = "HEAD" + "z" * 5_000 + "TAIL"
+    arguments = json.dumps(
+        {"path": "src/app.py", "content": content, "edits": [{"new": content}, {"old": "x"}]}
+    )
+    calls = [ToolCall(id="w1", name="write_file", arguments=arguments)]
+    message = Message.assistant("Writing the module.", calls)
+    folded = fold_arguments(message, seq=41, excerpt_chars=10)
+    assert folded.text == message.text
+    (call,) = folded.tool_calls
+    assert (call.id, call.name) == ("w1", "write_file")
+    value = call.parsed_arguments()
+    assert list(value) == ["path", "content", "edits"]
+    assert value["path"] == "src/app.py"
+    assert value["edits"][1] == {"old": "x"}
+    for folded_text in (value["content"], value["edits"][0]["new"]):
+        assert folded_text == (
+            f"{FOLDED_ARGUMENT_PREFIX}5,008 chars; the whole call is in the record] "
+            "[history seq 41]\nHEADz\n…\nzTAIL"
+        )
+    assert fold_arguments(folded, seq=41, excerpt_chars=10) is folded  # folding again: no change
+
+
+def test_fold_arguments_leaves_short_and_non_json_arguments_as_written() -> None:
+    """Short strings, arguments that are not JSON and calls in `keep` keep their exact bytes."""
+    long_text = "q" * 3_000
+    calls = [
+        ToolCall(id="a", name="run", arguments='{"cmd": "ls -la"}'),
+        ToolCall(id="b", name="raw", arguments=long_text),  # not JSON
+        ToolCall(id="c", name="put", arguments=json.dumps({"body": long_text})),
+    ]
+    message = Message.assistant(None, calls)
+    assert fold_arguments(message, seq=None, excerpt_chars=100, keep={"c"}) is message
+    folded = fold_arguments(message, seq=None, excerpt_chars=100)
+    assert [c.arguments for c in folded.tool_calls[:2]] == [c.arguments for c in calls[:2]]
+    assert folded.tool_calls[2].parsed_arguments()["body"].startswith(FOLDED_ARGUMENT_PREFIX)
+    assert "[history seq" not in folded.tool_calls[2].arguments
+
+
+def test_prune_folds_old_calls_arguments_but_not_those_whose_results_stay() -> None:
+    """The calls of folded rounds lose their long arguments; kept rounds and the tail do not."""
+    messages = write_session(8)
+    seqs = [100 + i for i in range(len(messages))]
+    result = run(messages, seqs=seqs, keep_last_tool_results=4)
+    regions = select_regions(messages, 6)
+    folded = {e.index for e in result.edits if messages[e.index].role == "assistant"}
+    kept_ids = {m.tool_result.call_id for m in messages[-8:] if m.tool_result is not None}
+    expected = {
+        i
+        for i in range(regions.head_end, regions.tail_start)
+        if messages[i].tool_calls and messages[i].tool_calls[0].id not in kept_ids
+    }
+    assert folded == expected and expected
+    for i in folded:
+        (call,) = result.messages[i].tool_calls
+        assert f"[history seq {100 + i}]" in call.parsed_arguments()["content"]
+        assert est(result.messages[i]) < est(messages[i])
+    assert not run(list(result.messages), seqs=seqs, keep_last_tool_results=4).changed
+
+
+def test_fold_largest_folds_a_calls_long_arguments_as_a_last_resort() -> None:
+    """Lossy beats stuck: the largest message first, a tool call's arguments included."""
+    messages = write_session(3)
+    call_index = max(range(len(messages)), key=lambda i: est(messages[i]))
+    assert messages[call_index].tool_calls
+    result = fold_largest(
+        messages, candidates=[call_index], need=1, excerpt_chars=160, estimate=est
+    )
+    assert [e.index for e in result.edits] == [call_index]
+    assert result.saved_tokens == est(messages[call_index]) - est(result.messages[call_index])
+    assert result.saved_tokens > 0

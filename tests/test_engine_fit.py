@@ -7,6 +7,8 @@ what an open circuit does (R32, R33).
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from steerable_compaction import (
@@ -217,6 +219,30 @@ async def test_a_result_too_large_for_the_window_is_folded_even_in_the_newest_tu
     assert any("newest turn included" in r.message for r in caplog.records)
     folded = record.messages()[-1]
     assert folded.tool_result is not None and "the full result is in the record" in folded.text
+
+
+async def test_a_call_too_large_for_the_window_has_its_arguments_folded_as_a_last_resort() -> None:
+    """A file written in the newest turn that alone overflows: its content is folded, not sent."""
+    record = MemoryRecord()
+    start(record)
+    arguments = json.dumps({"path": "dump.txt", "content": body(9_000)})
+    call = ToolCall(id="big", name="write_file", arguments=arguments)
+    record.append_message(Message.assistant("Writing the dump.", [call]))
+    record.append_message(Message.tool("big", "Wrote it."))
+    s = Session(CompactionHooks(record, policy(), summarizer=FakeSummarizer()))
+    assert over_limit(s)
+    await s.step()
+    assert not over_limit(s)
+    written = record.messages()[-2]
+    (folded,) = written.tool_calls
+    assert folded.id == "big" and folded.name == "write_file"
+    value = folded.parsed_arguments()
+    assert value["path"] == "dump.txt"
+    assert "the whole call is in the record" in value["content"]
+    assert record.entries[-1].event.kind == "compaction_boundary"  # the original stays
+    assert any(
+        e.event.kind == "message" and e.event.message.tool_calls == (call,) for e in record.entries
+    )
 
 
 async def test_a_compaction_with_nothing_to_compact_changes_no_state() -> None:

@@ -440,10 +440,10 @@ class CompactionHooks:
         loss first: summaries that keep neither a retention block nor the span's user messages
         but those of the turn in progress (the request being worked on), a piece of the span at
         a time while each frees something; then the tail cut to the newest turn; then that
-        request summarized too; then the largest tool results folded, the newest turn's
-        included, until it fits or none is left; last, oversized pinned text (the goal too),
-        each fold with a pointer to the record and a loud warning. `limit` lowers the bar (after
-        an overflow), and `bound` says why, for the error.
+        request summarized too; then the largest tool results (and long strings in tool calls'
+        arguments) folded, the newest turn's included, until it fits or none is left; last,
+        oversized pinned text (the goal too), each fold with a pointer to the record and a loud
+        warning. `limit` lowers the bar (after an overflow), and `bound` says why, for the error.
         """
         limit = self.policy.limit_tokens if limit is None else limit
         done: list[CompactionOutcome] = []
@@ -485,9 +485,10 @@ class CompactionHooks:
     def _fold_largest(
         self, trigger: CompactionTrigger, *, pinned: bool, limit: int
     ) -> CompactionOutcome | None:
-        """Fold the largest results (the newest turn's too), or with `pinned` the pinned text.
+        """Fold the largest results and calls (the newest turn's too), or the pinned text.
 
-        The last rungs of `_fit`: lossy beats stuck, loudly.
+        With `pinned`, the pinned text; else tool results and the long strings in tool calls'
+        arguments. The last rungs of `_fit`: lossy beats stuck, loudly.
         """
         projection = self.record.projection
         messages = list(projection.messages)
@@ -497,8 +498,10 @@ class CompactionHooks:
             candidates = {
                 i for i in keep if messages[i].role == "user" and messages[i].text.strip()
             }
-        else:
-            candidates = {i for i, m in enumerate(messages) if m.role == "tool"} - keep
+        else:  # tool results, and the calls whose arguments hold long strings
+            candidates = {
+                i for i, m in enumerate(messages) if m.role == "tool" or m.tool_calls
+            } - keep
         pre = self.pressure()
         need = pre - limit
         result = fold_largest(
@@ -511,7 +514,7 @@ class CompactionHooks:
         )
         if not result.changed:
             return None
-        what = "pinned messages (the goal among them)" if pinned else "tool results"
+        what = "pinned messages (the goal among them)" if pinned else "tool results and calls"
         logger.warning(
             "the next request (%d tokens) would not fit its limit of %d: folded the %d largest "
             "%s, the newest turn included, keeping %d characters of each (the record keeps "

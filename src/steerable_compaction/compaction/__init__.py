@@ -17,8 +17,11 @@ from .plan import (
 )
 from .prune import (
     FOLD_PREFIX,
+    FOLDED_ARGUMENT_PREFIX,
     OFFLOAD_PREFIX,
     PruneResult,
+    fold_arguments,
+    fold_largest,
     fold_marker,
     image_pointer,
     is_folded,
@@ -62,6 +65,7 @@ from .summary import (
 __all__ = [
     "FOCUS_LEAD",
     "FOCUS_TAIL",
+    "FOLDED_ARGUMENT_PREFIX",
     "FOLD_PREFIX",
     "INCREMENTAL_INSTRUCTION",
     "MERGE_INSTRUCTION",
@@ -84,6 +88,8 @@ __all__ = [
     "call_sites",
     "check_focus",
     "excerpt_summary",
+    "fold_arguments",
+    "fold_largest",
     "fold_marker",
     "image_pointer",
     "instruction_focus",

@@ -1,5 +1,9 @@
 """The prune stage (R17-R19): fold old tool results and offload old images. No LLM, no I/O.
 
+Old tool calls are folded too where their arguments hold long strings (a file written, a patch
+applied): each such value becomes a marker and an excerpt, the arguments stay a JSON object
+with every key (providers parse them).
+
 Both act only on `[start, horizon)`: normally the middle, the region a summary would shadow, so
 the tail stays raw and the next summary replays what the provider cached (R18). The fold marker
 keeps the tool name, the original size, the record seq of the original (to recall it) and a
@@ -11,19 +15,22 @@ keeps every original byte.
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
-from ..messages import ContentPart, ImagePart, Message, TextPart, ToolResult
+from ..messages import ContentPart, ImagePart, Message, Part, TextPart, ToolCall, ToolResult
 from ..record.events import Edit
 from .provenance import history_ref
 from .regions import call_sites
 
 __all__ = [
+    "FOLDED_ARGUMENT_PREFIX",
     "FOLDED_TEXT_PREFIX",
     "FOLD_PREFIX",
     "OFFLOAD_PREFIX",
     "PruneResult",
+    "fold_arguments",
     "fold_largest",
     "fold_marker",
     "image_pointer",
@@ -32,6 +39,7 @@ __all__ = [
 ]
 
 FOLD_PREFIX = "[folded tool result: "
+FOLDED_ARGUMENT_PREFIX = "[folded argument: "
 OFFLOAD_PREFIX = "[image offloaded: "
 
 
@@ -76,6 +84,73 @@ def fold_marker(
     marker = TextPart(text=f"{header}\n{excerpt}" if excerpt else header)
     images = tuple(p for p in result.content if isinstance(p, ImagePart))
     return ToolResult(call_id=result.call_id, content=(marker, *images), is_error=result.is_error)
+
+
+def _fold_value(value: object, excerpt_chars: int, where: str) -> tuple[object, bool]:
+    """`value` (decoded JSON) with every long string in it folded; whether one was."""
+    if isinstance(value, str):
+        if len(value) <= 2 * excerpt_chars + _ARGUMENT_SLACK:
+            return value, False
+        head = (excerpt_chars + 1) // 2
+        tail = excerpt_chars - head
+        excerpt = f"{value[:head]}\n…\n{value[-tail:] if tail else ''}"
+        header = f"{FOLDED_ARGUMENT_PREFIX}{len(value):,} chars; the whole call is in the record]"
+        return f"{header}{where}\n{excerpt}", True
+    if isinstance(value, dict):
+        changed = False
+        out: dict[str, object] = {}
+        for key, item in value.items():
+            out[key], folded = _fold_value(item, excerpt_chars, where)
+            changed = changed or folded
+        return (out, True) if changed else (value, False)
+    if isinstance(value, list):
+        pairs = [_fold_value(item, excerpt_chars, where) for item in value]
+        if any(folded for _, folded in pairs):
+            return [item for item, _ in pairs], True
+    return value, False
+
+
+_ARGUMENT_SLACK = 200  # a string this much over twice the excerpt is worth a marker
+
+
+def fold_arguments(
+    message: Message,
+    *,
+    seq: int | None,
+    excerpt_chars: int,
+    keep: Collection[str] = (),
+) -> Message:
+    """`message` with the long strings in its tool calls' arguments folded (not calls in `keep`).
+
+    A string value longer than twice `excerpt_chars` (plus a little) becomes a marker naming
+    its size and the record seq of the message, then `excerpt_chars` of its head and tail. The
+    arguments stay a JSON object with every key; arguments that are not JSON, or hold no long
+    string, stay as the model wrote them. Folding again changes nothing. Returns `message`
+    itself when no call changed.
+    """
+    where = f" {history_ref(seq)}" if seq is not None else ""
+    parts: list[Part] = []
+    changed = False
+    for part in message.parts:
+        if (
+            isinstance(part, ToolCall)
+            and part.id not in keep
+            and len(part.arguments) > 2 * excerpt_chars + _ARGUMENT_SLACK
+        ):
+            try:
+                decoded = json.loads(part.arguments)
+            except ValueError:
+                decoded = None  # not JSON: the model's text stays as it is
+            if isinstance(decoded, dict | list):
+                folded, any_folded = _fold_value(decoded, excerpt_chars, where)
+                if any_folded:
+                    arguments = json.dumps(folded, ensure_ascii=False)
+                    part = ToolCall(id=part.id, name=part.name, arguments=arguments)
+                    changed = True
+        parts.append(part)
+    if not changed:
+        return message
+    return Message(role=message.role, parts=tuple(parts), pinned=message.pinned, goal=message.goal)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -159,9 +234,26 @@ class _Folding:
     seqs: Sequence[int] | None
     excerpt_chars: int
     estimate: Callable[[Message], int]
+    kept_calls: frozenset[str] = frozenset()  # calls whose results stay: their arguments too
 
     def fold(self, message: Message, index: int) -> Message:
-        """`message` folded to its marker, or `message` itself when folding would not shrink it."""
+        """`message` folded to its marker, or `message` itself when folding would not shrink it.
+
+        A tool result becomes its fold marker; an assistant message's calls keep their
+        arguments' keys, their long strings folded (`fold_arguments`).
+        """
+        if message.role == "assistant":
+            if not message.tool_calls:
+                return message
+            candidate = fold_arguments(
+                message,
+                seq=self.seqs[index] if self.seqs is not None else None,
+                excerpt_chars=self.excerpt_chars,
+                keep=self.kept_calls,
+            )
+            if candidate is message or self.estimate(candidate) >= self.estimate(message):
+                return message
+            return candidate
         result = message.tool_result
         if result is None or is_folded(message):
             return message
@@ -189,11 +281,12 @@ def prune(
     rounds: Sequence[int] | None = None,
     protect: Collection[int] = (),
 ) -> PruneResult:
-    """Fold tool results and offload images in `[start, horizon)`, never touching `protect`.
+    """Fold tool results and calls and offload images in `[start, horizon)`, not `protect`.
 
-    The newest `keep_last_tool_results` results and `keep_last_images` images of the whole
-    transcript stay as they are wherever they stand. A fold that would not shrink a result is
-    skipped, and already folded results are left alone, so pruning twice changes nothing.
+    The newest `keep_last_tool_results` results (and the calls they answer) and
+    `keep_last_images` images of the whole transcript stay as they are wherever they stand. A
+    fold that would not shrink a message is skipped, and already folded results and arguments
+    are left alone, so pruning twice changes nothing.
     """
 
     def in_reach(i: int) -> bool:
@@ -207,6 +300,9 @@ def prune(
         seqs=seqs,
         excerpt_chars=fold_excerpt_chars,
         estimate=estimate,
+        kept_calls=frozenset(
+            result.call_id for i in keep_results if (result := messages[i].tool_result) is not None
+        ),
     )
     edits: list[Edit] = []
     out = list(messages)
@@ -267,8 +363,9 @@ def fold_largest(
     """Fold the largest of `candidates` first until `need` tokens are freed (or none is left).
 
     The last resort when a request would not fit the window (lossy beats stuck): tool results
-    become fold markers, user messages a `[folded message: …]` marker with their head and
-    tail; the record keeps every original. Messages that would not shrink are skipped.
+    become fold markers, long strings in tool calls' arguments are folded (`fold_arguments`),
+    user messages become a `[folded message: …]` marker with their head and tail; the record
+    keeps every original. Messages that would not shrink are skipped.
     """
     folding = _Folding(
         names={cid: call.name for cid, (_, call) in call_sites(messages).items()},
@@ -283,7 +380,7 @@ def fold_largest(
         if saved >= need:
             break
         message = messages[i]
-        if message.tool_result is not None:
+        if message.tool_result is not None or message.role == "assistant":
             new = folding.fold(message, i)
         elif message.role == "user" and message.text.strip():
             new = _folded_text(message, seqs[i] if seqs is not None else None, excerpt_chars)
