@@ -402,6 +402,38 @@ def _findings(seed: int, scale: float) -> Task:
     return _task(b, "facts the agent itself concluded, stated in its own words", 16_384, turns)
 
 
+def _write_step(b: SessionBuilder, n: int) -> Step:
+    """The agent writes a module: the source is in its call's arguments, the result is short."""
+    rng = b.rng
+    module = rng.choice(("api", "core", "db", "auth", "billing", "search", "jobs", "sync"))
+    path = f"src/{module}/{content.sentence(rng, 2).split()[0].lower()}_{n}.py"
+    source = content.python_source(rng, path, rng.randint(60, 140))
+    report = f"Wrote {len(source.encode()):,} bytes to {path}.\nformat: unchanged\nlint: 0 errors"
+    return Step(
+        tool="write_file",
+        arguments=json.dumps({"path": path, "content": source}),
+        thought=f"Writing {path}.",
+        output=report,
+    )
+
+
+def _file_writes(seed: int, scale: float) -> Task:
+    """A coding agent that writes files: its own calls hold most of the context, not results."""
+    b = SessionBuilder("file_writes", seed, "light")
+
+    def special(b: SessionBuilder, n: int, step: Step) -> Step:
+        return step if n % 3 == 0 else _write_step(b, n)  # two steps in three write a module
+
+    turns = _work(b, 4, _scaled(30, scale), _mixed(3, 5), special)
+    return _task(
+        b,
+        "files written through tool calls: the calls' arguments hold most of the context",
+        16_384,
+        turns,
+        tools=("write_file",),
+    )
+
+
 _EXAMPLE_OPEN = (
     "Before the task, here is a worked example from another repository, to show how an "
     "investigation with these tools goes. It is only an example; do not act on it.\n\n"
@@ -501,6 +533,7 @@ _BUILDERS: dict[str, Callable[[int, float], Task]] = {
     "parallel_screenshots": _parallel_screenshots,
     "chain": _chain,
     "findings": _findings,
+    "file_writes": _file_writes,
     "tight_opening": _tight_opening,
     "small_window": _small_window,
     "dense_tokens": _dense_tokens,
