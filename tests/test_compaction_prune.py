@@ -306,3 +306,43 @@ def test_fold_largest_folds_a_calls_long_arguments_as_a_last_resort() -> None:
     assert [e.index for e in result.edits] == [call_index]
     assert result.saved_tokens == est(messages[call_index]) - est(result.messages[call_index])
     assert result.saved_tokens > 0
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=900),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner),
+    max_leaves=12,
+)
+
+
+@given(st.dictionaries(st.text(max_size=8), _JSON, max_size=5), st.integers(0, 200))
+def test_folded_arguments_are_storable_json_with_the_same_keys(value: object, chars: int) -> None:
+    """Any JSON object: folding keeps it a UTF-8-encodable object of the same shape, once."""
+    arguments = json.dumps(value)
+    message = Message.assistant(None, [ToolCall(id="c", name="t", arguments=arguments)])
+    folded = fold_arguments(message, seq=7, excerpt_chars=chars)
+    (call,) = folded.tool_calls
+    call.arguments.encode("utf-8")  # a lone surrogate in the input stays escaped
+    after = call.parsed_arguments()
+
+    def shape(v: object) -> object:
+        if isinstance(v, dict):
+            return {k: shape(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [shape(x) for x in v]
+        return type(v).__name__
+
+    assert shape(after) == shape(value)
+    assert fold_arguments(folded, seq=7, excerpt_chars=chars) is folded
+
+
+def test_a_lone_surrogate_in_folded_arguments_stays_escaped() -> None:
+    """JSON may escape a lone surrogate (undecodable bytes); the fold must stay storable."""
+    arguments = '{"name": "caf\\u00e9", "body": "\\ud800' + "x" * 1_000 + '"}'
+    message = Message.assistant(None, [ToolCall(id="c", name="t", arguments=arguments)])
+    (call,) = fold_arguments(message, seq=None, excerpt_chars=50).tool_calls
+    call.arguments.encode("utf-8")
+    value = call.parsed_arguments()
+    assert value["name"] == "café"
+    assert value["body"].startswith(FOLDED_ARGUMENT_PREFIX)
+    assert "\ud800" in value["body"]

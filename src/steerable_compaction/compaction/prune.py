@@ -145,6 +145,11 @@ def fold_arguments(
                 folded, any_folded = _fold_value(decoded, excerpt_chars, where)
                 if any_folded:
                     arguments = json.dumps(folded, ensure_ascii=False)
+                    if not arguments.isascii():
+                        try:
+                            arguments.encode("utf-8")
+                        except UnicodeEncodeError:  # a lone surrogate, escaped as it came
+                            arguments = json.dumps(folded)
                     part = ToolCall(id=part.id, name=part.name, arguments=arguments)
                     changed = True
         parts.append(part)
