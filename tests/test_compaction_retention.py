@@ -10,7 +10,8 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from steerable_compaction import Message
+from steerable_compaction import Message, ToolCall
+from steerable_compaction.compaction import excerpt_summary
 from steerable_compaction.compaction.provenance import history_ref, parse_history_refs
 from steerable_compaction.compaction.retention import (
     MESSAGE_CHARS,
@@ -177,6 +178,30 @@ def test_a_fact_carried_from_an_earlier_summary_keeps_its_original_seq() -> None
     block = check([earlier]).block
     assert block.count("[history seq") == 1
     assert block.endswith("[history seq 7]")
+
+
+def test_a_fact_after_a_listing_in_an_excerpts_work_line_is_kept() -> None:
+    """A fact stated after a listing in an excerpt's work line is a clause of its own.
+
+    The excerpt writes each output on one line, its lines apart ("; "). Run together, the
+    sizes and the statement read as one clause whose first value (a file size) stood for it,
+    and the version was lost at the next excerpt (eval seed 7).
+    """
+    listing = "21660 shard_ledger.yaml\n53359 module_handler.yaml\n7813 shard_parser.md\n"
+    messages = [
+        Message.system("You are a coding agent."),
+        Message.user("Find why the build fails."),
+        Message.assistant("Listing.", [ToolCall(id="c1", name="list_dir", arguments="{}")]),
+        Message.tool("c1", listing + "The pinned protobuf version is 3.18.7.\n"),
+        Message.assistant("Checking the lock file next."),
+    ]
+    excerpt = excerpt_summary(messages, (2, 5), max_chars=2_000)
+    assert "module_handler.yaml; 7813 shard_parser.md; The pinned protobuf version is 3.18.7." in (
+        excerpt
+    )
+    earlier = Message.user(f"<compacted-summary>\n{excerpt}\n</compacted-summary>")
+    kept = check([earlier, Message.assistant("Reading the lock file.")]).kept
+    assert "3.18.7" in [atom.value for atom in kept]
 
 
 def test_the_check_is_deterministic() -> None:

@@ -186,7 +186,7 @@ def test_excerpt_summary_of_a_huge_span_is_bounded_and_keeps_the_newest_work() -
     text = excerpt_summary(messages, regions.middle, max_chars=4000)
     assert len(text) <= 4000
     current = text.split("## Current Work\n")[1].split("\n\n## Next Step")[0].splitlines()
-    assert current[-1].startswith("- tool result (read_file): # file m197 x = 1 x = 1")
+    assert current[-1].startswith("- tool result (read_file): # file m197; x = 1; x = 1")
     assert current[-2] == "- assistant → read_file: Step 197."
     assert text.split("## Next Step\n")[1] == "Step 197."
     files = text.split("## Files and Code\n")[1].split("\n\n")[0].splitlines()

@@ -464,8 +464,25 @@ def _work_line(message: Message, sites: Mapping[str, tuple[int, ToolCall]]) -> s
         label = f"tool result ({site[1].name if site else 'unknown tool'})"
     elif message.tool_calls:
         label = "assistant → " + ", ".join(c.name for c in message.tool_calls)
-    flat = " ".join(message.text.split())
+    flat = _one_line(message.text)
     return f"- {label}: {_clip(flat, 300)}" if flat else f"- {label}"
+
+
+def _one_line(text: str) -> str:
+    """`text` on one line: blanks collapsed, a line without its own stop ended by "; ".
+
+    Lines run together ("a.json The port is 8443.") would read as one clause to the
+    retention check, which keeps one fact a clause, and as one sentence to a model.
+    """
+    out = ""
+    for line in text.split("\n"):
+        line = " ".join(line.split())
+        if line:
+            out = f"{out}{' ' if out[-1:] in _STOPS else '; '}{line}" if out else line
+    return out
+
+
+_STOPS = frozenset(".;:!?,")
 
 
 def _recent_work(
