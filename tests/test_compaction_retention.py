@@ -101,7 +101,7 @@ def test_a_clock_time_is_no_stated_value() -> None:
         Message.tool("c2", "note: the deploy freeze end date is 2025-06-27"),
     ]
     result = check(messages)
-    logged = [atom for atom in result.kept if "2025-03-07T" in atom.clause]
+    logged = [atom for atom in result.kept if "db-5" in atom.clause or "sync-6" in atom.clause]
     assert logged and all(atom.kind == "number" for atom in logged)
     stated = "- note: the deploy freeze end date is 2025-06-27 [history seq 101]\n"
     one_line = estimate_tokens(f"{RETAINED_HEADING}\n") + estimate_tokens(stated)
@@ -202,6 +202,20 @@ def test_a_fact_after_a_listing_in_an_excerpts_work_line_is_kept() -> None:
     earlier = Message.user(f"<compacted-summary>\n{excerpt}\n</compacted-summary>")
     kept = check([earlier, Message.assistant("Reading the lock file.")]).kept
     assert "3.18.7" in [atom.value for atom in kept]
+
+
+def test_a_clause_stands_for_its_stated_value_not_the_name_before_it() -> None:
+    """Of two values of one kind, the later (the value after its subject) keys the clause.
+
+    Keyed by the log source named first, two lines of one source held one place between
+    them, and the flag was dropped (eval giant_tool_output under terse, seeds 2 and 4-6).
+    """
+    lines = [
+        Message.tool("c1", "726: ops-1 note: the feature flag for the new parser is ff_nimbus_480"),
+        Message.tool("c2", "ops-1 reports that the payment retry limit is 48213 for every tenant"),
+    ]
+    kept = {atom.value for atom in check(lines).kept}
+    assert {"ff_nimbus_480", "48213"} <= kept
 
 
 def test_the_check_is_deterministic() -> None:
