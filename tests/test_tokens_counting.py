@@ -15,6 +15,7 @@ from steerable_compaction.tokens import (
     count_text,
     estimate_tokens,
 )
+from steerable_compaction.tokens.counting import TextPricer
 
 from .token_reference import reference_counts
 
@@ -156,10 +157,8 @@ def test_r8_estimates_are_those_of_the_reference_counting(model: str | None, tex
     assert estimate_tokens(text, model) == expected
 
 
-def test_r8_short_texts_are_remembered_with_the_same_price(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """A short text is counted once per calibration, a long one every time; the memo is bounded."""
+def spied_pricer(monkeypatch: pytest.MonkeyPatch) -> tuple[TextPricer, list[str]]:
+    """A fresh gpt-4o pricer and the list of texts it counts (each `_counts` call)."""
     from steerable_compaction.tokens import counting
 
     counted: list[str] = []
@@ -170,7 +169,16 @@ def test_r8_short_texts_are_remembered_with_the_same_price(
         return real(text)
 
     monkeypatch.setattr(counting, "_counts", spy)
-    pricer = counting.TextPricer(calibration_for("gpt-4o"))
+    return counting.TextPricer(calibration_for("gpt-4o")), counted
+
+
+def test_r8_short_texts_are_remembered_with_the_same_price(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A short text is counted once per calibration, a long one every time; the memo is bounded."""
+    from steerable_compaction.tokens import counting
+
+    pricer, counted = spied_pricer(monkeypatch)
     assert pricer.cost("read_file") == pricer.cost("read_file") == 2 * 1.029 + 0.1764 + 0.4312
     long = "x" * (counting._MEMO_CHARS + 1)
     pricer.cost(long)
@@ -188,15 +196,7 @@ def test_r8_short_ascii_texts_of_one_shape_are_counted_once(
     """Fresh call ids of one shape cost one count; other shapes and non-ASCII texts their own."""
     from steerable_compaction.tokens import counting
 
-    counted: list[str] = []
-    real = counting._counts
-
-    def spy(text: str) -> tuple[int, ...]:
-        counted.append(text)
-        return real(text)
-
-    monkeypatch.setattr(counting, "_counts", spy)
-    pricer = counting.TextPricer(calibration_for("gpt-4o"))
+    pricer, counted = spied_pricer(monkeypatch)
     ids = [f"call_{n}" for n in range(100_000, 100_050)]
     assert {pricer.cost(i) for i in ids} == {pricer.cost("call_999999")}
     assert pricer.cost("call_99999X") != pricer.cost("call_999999")  # an upper-case letter
