@@ -1,3 +1,4 @@
+# ruff: noqa: RUF001, RUF002  (Chinese output uses full-width punctuation on purpose)
 from __future__ import annotations
 
 import pytest
@@ -192,6 +193,39 @@ def test_excerpt_summary_of_a_huge_span_is_bounded_and_keeps_the_newest_work() -
     files = text.split("## Files and Code\n")[1].split("\n\n")[0].splitlines()
     assert files[-1] == "- src/m197.py"
     assert len(files) == 40
+
+
+def test_an_output_of_many_lines_is_one_work_line_with_its_first_and_last_lines() -> None:
+    """A 200k-line output (a log, a listing) is joined in one pass and clipped head and tail.
+
+    Joined line by line onto a growing string, 80k lines took 22 s (quadratic); the same
+    excerpt is now one join.
+    """
+    log = "\n".join(f"line {i:06d} ok" for i in range(200_000))
+    messages = [
+        Message.system("You are a coding agent."),
+        Message.user("Find the failing line."),
+        Message.assistant("Reading the log.", [ToolCall(id="c", name="read_log", arguments="{}")]),
+        Message.tool("c", log),
+        Message.assistant("Done reading."),
+    ]
+    text = excerpt_summary(messages, (2, 4), max_chars=3_000)
+    (line,) = [x for x in text.splitlines() if x.startswith("- tool result (read_log): ")]
+    assert line.startswith("- tool result (read_log): line 000000 ok; line 000001 ok; ")
+    assert line.endswith("; line 199999 ok")
+
+
+def test_a_line_ending_in_chinese_punctuation_needs_no_added_stop() -> None:
+    """Lines ending in 。 or ， are joined by a space; others get "; " (one clause a line)."""
+    messages = [
+        Message.system("You are a coding agent."),
+        Message.user("查一下端口。"),
+        Message.assistant("Checking.", [ToolCall(id="c", name="probe", arguments="{}")]),
+        Message.tool("c", "端口 8443 已开放。\n证书有效，\n过期时间 2027-01-09\n完成"),
+        Message.assistant("Done."),
+    ]
+    text = excerpt_summary(messages, (2, 4), max_chars=3_000)
+    assert "- tool result (probe): 端口 8443 已开放。 证书有效， 过期时间 2027-01-09; 完成" in text
 
 
 def test_excerpt_summary_trims_long_sections_to_fit_a_small_budget() -> None:

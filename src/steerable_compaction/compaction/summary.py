@@ -474,15 +474,17 @@ def _one_line(text: str) -> str:
     Lines run together ("a.json The port is 8443.") would read as one clause to the
     retention check, which keeps one fact a clause, and as one sentence to a model.
     """
-    out = ""
+    pieces: list[str] = []
     for line in text.split("\n"):
         line = " ".join(line.split())
         if line:
-            out = f"{out}{' ' if out[-1:] in _STOPS else '; '}{line}" if out else line
-    return out
+            if pieces:
+                pieces.append(" " if pieces[-1][-1] in _STOPS else "; ")
+            pieces.append(line)
+    return "".join(pieces)
 
 
-_STOPS = frozenset(".;:!?,")
+_STOPS = frozenset(".;:!?,\u3002\uff1b\uff1a\uff01\uff1f\uff0c\u3001")  # and the full-width stops
 
 
 def _recent_work(
