@@ -3,6 +3,7 @@ from __future__ import annotations
 import hashlib
 import json
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -346,3 +347,54 @@ def test_a_lone_surrogate_in_folded_arguments_stays_escaped() -> None:
     assert value["name"] == "café"
     assert value["body"].startswith(FOLDED_ARGUMENT_PREFIX)
     assert "\ud800" in value["body"]
+
+
+def test_a_folded_argument_is_not_folded_again_at_a_smaller_excerpt() -> None:
+    """A tier change (smaller excerpt) leaves a folded string: its size and pointer stay true."""
+    arguments = json.dumps({"content": "HEAD" + "z" * 5_000 + "TAIL"})
+    message = Message.assistant(None, [ToolCall(id="w", name="write_file", arguments=arguments)])
+    folded = fold_arguments(message, seq=41, excerpt_chars=300)
+    assert len(folded.tool_calls[0].parsed_arguments()["content"]) > 2 * 50 + 200
+    assert fold_arguments(folded, seq=41, excerpt_chars=50) is folded
+    assert fold_arguments(folded, seq=None, excerpt_chars=0) is folded
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        '{"limit": 1e400, "body": "BODY"}',  # overflows to infinity: re-encoded, not JSON
+        '{"limit": NaN, "body": "BODY"}',  # Python's decoder accepts it; JSON does not
+        '{"body": "short", "body": "BODY"}',  # a key twice: re-encoding would merge them
+    ],
+)
+def test_fold_arguments_leaves_what_json_cannot_re_encode_as_written(arguments: str) -> None:
+    """A non-finite number or a key twice: the call keeps its bytes rather than change meaning."""
+    arguments = arguments.replace("BODY", "q" * 3_000)
+    message = Message.assistant(None, [ToolCall(id="c", name="put", arguments=arguments)])
+    assert fold_arguments(message, seq=3, excerpt_chars=50) is message
+
+
+def test_a_lone_surrogate_escapes_only_itself_so_the_call_does_not_grow() -> None:
+    """Other non-ASCII text stays as it was; escaping it all would make the fold a growth."""
+    body = "\\ud800" + "日志" * 40 + "x" * 1_000
+    arguments = '{"note": "' + "端口已开放" * 60 + '", "body": "' + body + '"}'
+    message = Message.assistant(None, [ToolCall(id="c", name="t", arguments=arguments)])
+    (call,) = fold_arguments(message, seq=None, excerpt_chars=50).tool_calls
+    call.arguments.encode("utf-8")
+    assert "端口已开放" * 60 in call.arguments
+    assert "\\ud800" in call.arguments
+    assert len(call.arguments) < len(arguments)
+    assert call.parsed_arguments()["body"].startswith(FOLDED_ARGUMENT_PREFIX)
+
+
+def test_fold_arguments_keeps_a_pinned_message_pinned() -> None:
+    """A pinned call folded by the last rung of the ladder stays pinned for the next step."""
+    arguments = json.dumps({"body": "q" * 3_000})
+    message = Message(
+        role="assistant",
+        parts=(ToolCall(id="c", name="put", arguments=arguments),),
+        pinned=True,
+    )
+    folded = fold_arguments(message, seq=None, excerpt_chars=50)
+    assert folded is not message
+    assert folded.pinned

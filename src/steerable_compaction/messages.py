@@ -100,7 +100,9 @@ class ToolCall:
     """A tool call issued by an assistant message.
 
     `arguments` is the JSON text exactly as the model produced it: the bytes are kept so that a
-    replayed transcript stays byte-identical to what the provider has cached.
+    replayed transcript stays byte-identical to what the provider has cached. Only a fold
+    (`compaction.fold_arguments`) changes them, in the projection, never in the record: it
+    re-encodes the arguments with their long strings folded.
     """
 
     id: str

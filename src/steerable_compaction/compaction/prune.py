@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -89,8 +90,10 @@ def fold_marker(
 def _fold_value(value: object, excerpt_chars: int, where: str) -> tuple[object, bool]:
     """`value` (decoded JSON) with every long string in it folded; whether one was."""
     if isinstance(value, str):
-        if len(value) <= 2 * excerpt_chars + _ARGUMENT_SLACK:
-            return value, False
+        if len(value) <= 2 * excerpt_chars + _ARGUMENT_SLACK or value.startswith(
+            FOLDED_ARGUMENT_PREFIX
+        ):
+            return value, False  # short, or folded before (its size and pointer stay true)
         head = (excerpt_chars + 1) // 2
         tail = excerpt_chars - head
         excerpt = f"{value[:head]}\n…\n{value[-tail:] if tail else ''}"
@@ -111,6 +114,50 @@ def _fold_value(value: object, excerpt_chars: int, where: str) -> tuple[object, 
 
 
 _ARGUMENT_SLACK = 200  # a string this much over twice the excerpt is worth a marker
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+class _DuplicateKey(ValueError):
+    """An object in the arguments names one key twice: re-encoding would merge them."""
+
+
+def _unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        raise _DuplicateKey
+    return out
+
+
+def _reject_constant(name: str) -> object:
+    raise ValueError(name)  # NaN, Infinity: not JSON, and re-encoded they would change
+
+
+def _folded_arguments(arguments: str, excerpt_chars: int, where: str) -> str | None:
+    """`arguments` re-encoded with their long strings folded, or None to leave them as written.
+
+    Left as written: text that is not a JSON object or array, an object with a key twice, a
+    non-finite number (a number too large for a float decodes to infinity), or no string long
+    enough to fold. Other numbers keep their value, not always their spelling (`1.0e2` comes
+    back `100.0`); the call as the model wrote it stays in the record.
+    """
+    try:
+        decoded = json.loads(
+            arguments, object_pairs_hook=_unique_keys, parse_constant=_reject_constant
+        )
+    except ValueError:
+        return None
+    if not isinstance(decoded, dict | list):
+        return None
+    folded, any_folded = _fold_value(decoded, excerpt_chars, where)
+    if not any_folded:
+        return None
+    try:
+        text = json.dumps(folded, ensure_ascii=False, allow_nan=False)
+    except ValueError:  # a number that overflowed to infinity on decoding
+        return None
+    # A lone surrogate (valid in JSON's \u escapes, not in UTF-8) goes back to its escape;
+    # every other character stays as it is, so the call does not grow.
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m[0]):04x}", text)
 
 
 def fold_arguments(
@@ -124,9 +171,11 @@ def fold_arguments(
 
     A string value longer than twice `excerpt_chars` (plus a little) becomes a marker naming
     its size and the record seq of the message, then `excerpt_chars` of its head and tail. The
-    arguments stay a JSON object with every key; arguments that are not JSON, or hold no long
-    string, stay as the model wrote them. Folding again changes nothing. Returns `message`
-    itself when no call changed.
+    arguments stay JSON with every key, re-encoded; arguments that are not JSON, that JSON
+    could not re-encode as they are (a key twice, a non-finite number), or that hold no long
+    string stay as the model wrote them. A folded string is never folded again, whatever the
+    excerpt size, so its size and pointer stay true. Returns `message` itself when no call
+    changed.
     """
     where = f" {history_ref(seq)}" if seq is not None else ""
     parts: list[Part] = []
@@ -137,21 +186,10 @@ def fold_arguments(
             and part.id not in keep
             and len(part.arguments) > 2 * excerpt_chars + _ARGUMENT_SLACK
         ):
-            try:
-                decoded = json.loads(part.arguments)
-            except ValueError:
-                decoded = None  # not JSON: the model's text stays as it is
-            if isinstance(decoded, dict | list):
-                folded, any_folded = _fold_value(decoded, excerpt_chars, where)
-                if any_folded:
-                    arguments = json.dumps(folded, ensure_ascii=False)
-                    if not arguments.isascii():
-                        try:
-                            arguments.encode("utf-8")
-                        except UnicodeEncodeError:  # a lone surrogate, escaped as it came
-                            arguments = json.dumps(folded)
-                    part = ToolCall(id=part.id, name=part.name, arguments=arguments)
-                    changed = True
+            arguments = _folded_arguments(part.arguments, excerpt_chars, where)
+            if arguments is not None:
+                part = ToolCall(id=part.id, name=part.name, arguments=arguments)
+                changed = True
         parts.append(part)
     if not changed:
         return message
