@@ -210,9 +210,9 @@ def test_the_pressure_view_draws_a_live_bar_on_a_terminal() -> None:
     assert "\r" in text and text.endswith("\n")
     assert (
         "compaction before round 2: compact (pressure) 95 -> 40 tokens (next request: 42); "
-        "folded 3 tool results, no LLM call" in text
+        "3 messages folded or offloaded, no LLM call" in text
     )
-    assert "compaction before round 3: compact (pressure) 95 -> 40 tokens; folded" in text
+    assert "compaction before round 3: compact (pressure) 95 -> 40 tokens; 3 messages" in text
     assert "reminder (compaction_thrashing) appended" in text
     assert "compaction before round 3: excerpt (pressure) 95 -> 40 tokens\n" in text
 

@@ -77,7 +77,7 @@ class BracketRunner:
             action=action,
             trigger=trigger,
             pre_tokens=pre,
-            reason=f"{why}folded {pruned.folded} results, offloaded {pruned.offloaded} images",
+            reason=f"{why}folded {pruned.folded} messages, offloaded {pruned.offloaded} images",
             summarizer_called=called,
         )
 

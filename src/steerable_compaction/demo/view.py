@@ -135,5 +135,5 @@ def _compaction_line(event: Mapping[str, Any], before_round: int, measured: int 
         cached = int(summarizer["cached_tokens"])
         text += f"; summarizer cache read {cached / max(prompt, 1):.0%} of {prompt:,}"
     elif event["action"] in ("compact", "micro_compact"):
-        text += f"; folded {event.get('edits', 0)} tool results, no LLM call"
+        text += f"; {event.get('edits', 0)} messages folded or offloaded, no LLM call"
     return text
