@@ -110,8 +110,8 @@ def pre_step_probe(size: int, new: Callable[[int], list[Message]]) -> Callable[[
         hooks = CompactionHooks(record, NEVER)
         hooks.observe(1_000_000, len(record.projection))
         base = first[0]
-        first[0] += STEPS
-        steps = [new(base + k) for k in range(STEPS)]
+        first[0] += WARMUP + STEPS
+        steps = [new(base + k) for k in range(WARMUP + STEPS)]
 
         async def run() -> float:
             spent = 0
@@ -122,7 +122,8 @@ def pre_step_probe(size: int, new: Callable[[int], list[Message]]) -> Callable[[
                 context = StepContext(record=record, round=k + 1, turn=1)
                 start = clock()
                 await hooks.pre_step(context)
-                spent += clock() - start
+                if k >= WARMUP:
+                    spent += clock() - start
             return spent / STEPS / 1e9
 
         return asyncio.run(run())
