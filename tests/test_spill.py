@@ -327,3 +327,22 @@ def test_indented_code_is_no_line_of_note() -> None:
         ]
     )
     assert salient_lines(source, 1_000) == []
+
+
+def test_a_long_line_of_note_is_cut_around_its_value_not_its_subject() -> None:
+    """Of two paths the later is the value ("moved from A ... to B"): the cut keeps it."""
+    filler = " ".join(["while the old service kept answering on its usual route"] * 5)
+    line = (
+        "note: the config moved from src/legacy/settings.yaml "
+        f"{filler} and now lives in deploy/prod/settings.yaml"
+    )
+    text = "\n".join(["a row"] * 5 + [line] + ["b row"] * 5)
+    ((n, kept),) = salient_lines(text, 1_000)
+    assert n == 6 and kept.endswith("now lives in deploy/prod/settings.yaml")
+
+
+def test_a_measurement_named_only_by_an_identifier_is_still_a_data_row() -> None:
+    """Numbers with no path, quote or stated value beside them are rows, whatever their order."""
+    rows = ["worker_3 processed 14500 rows", "14500 rows processed by worker_3"]
+    for row in rows:
+        assert salient_lines("\n".join(["x y"] * 3 + [row]), 1_000) == []

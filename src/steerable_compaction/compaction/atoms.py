@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Literal, TypeAlias
 
 from ..messages import Message
@@ -27,6 +27,7 @@ __all__ = [
     "AtomKind",
     "Clause",
     "Read",
+    "best_atom",
     "message_clauses",
     "salient_lines",
     "speaker_of",
@@ -44,6 +45,17 @@ KIND_WEIGHT: dict[AtomKind, float] = {
     "number": 1.5,
     "identifier": 1.0,
 }
+
+
+def best_atom(atoms: Sequence[tuple[AtomKind, str, int]]) -> tuple[AtomKind, str, int]:
+    """The atom that stands for its clause: the heaviest kind, and of equal weights the later.
+
+    A statement names its subject before its value ("ops-1 note: the flag is ff_nimbus_480",
+    "the config src/app.yaml sets the timeout to 4500"), so of values of one weight (two of
+    one kind, or a path, a quoted string and a number) the last one said is the value.
+    """
+    return max(atoms, key=lambda a: (KIND_WEIGHT[a[0]], a[2]))
+
 
 _URL = re.compile(r"https?://[^\s<>()\"'`]+[^\s<>()\"'`.,;:!?]")
 _PATH = re.compile(r"(?<![\w/.:-])(?:[~.]?/)?(?:[\w.-]+/)+[\w.-]+\.\w{1,8}\b")
@@ -442,9 +454,10 @@ def salient_lines(text: str, max_chars: int) -> list[tuple[int, str]]:
         atoms = clause.atoms if clause.statement else []
         if not atoms:
             continue
-        kind, value, at = max(atoms, key=lambda a: KIND_WEIGHT[a[0]])
-        if kind == "number":
+        kinds = {atom[0] for atom in atoms}
+        if "number" in kinds and kinds <= {"number", "identifier"}:
             continue  # a count or a measurement with no name said for it: a data row
+        kind, value, at = best_atom(atoms)
         score = KIND_WEIGHT[kind] + 0.2 * (len({a[1] for a in atoms}) - 1)
         ranked.append((score, n, stated(line, at, len(value))))
     ranked.sort(key=lambda item: (-item[0], item[1]))

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from ..messages import Message
 from . import atoms
-from .atoms import KIND_WEIGHT, MESSAGE_CHARS, AtomKind, Read, speaker_of, stated
+from .atoms import KIND_WEIGHT, MESSAGE_CHARS, AtomKind, Read, best_atom, speaker_of, stated
 from .provenance import history_ref
 from .regions import is_summary
 
@@ -176,9 +176,7 @@ def _candidates(
         if not lacking:
             continue
         base = _ROLE_WEIGHT[clause.speaker] * (0.7 + 0.3 * (index - start) / span_length)
-        # A statement names its subject before its value ("the X is V"): of equal kinds the
-        # last stands for the clause (a log line's source name comes first, in many lines).
-        kind, value, at = max(lacking, key=lambda a: (KIND_WEIGHT[a[0]], a[2]))
+        kind, value, at = best_atom(lacking)
         score = base * (KIND_WEIGHT[kind] + 0.2 * (len({a[1] for a in lacking}) - 1))
         if focus and any(word in clause.text.lower() for word in focus):
             score *= _FOCUS_BOOST  # the host asked this compaction to keep this subject
