@@ -246,3 +246,55 @@ def test_a_summary_that_mentions_a_closing_tag_keeps_its_head() -> None:
     """Only a closing tag that ends its line ends a reasoning block without an opening tag."""
     text = "The parser now strips </think> tags from model output; tests/test_parse.py passes."
     assert judge_summary(text).text == text
+
+
+TEMPLATED = {
+    "a Gemma turn": "<start_of_turn>model\n{s}<end_of_turn>",
+    "a ChatML turn then the user's": "{s}<|im_end|>\n<|im_start|>user\nThanks! Now fix it.",
+    "an opened assistant turn": "<|im_start|>assistant\n{s}",
+    "a Llama 3 turn": (
+        "<|start_header_id|>assistant<|end_header_id|>\n\n{s}<|eot_id|>"
+        "<|start_header_id|>user<|end_header_id|>\n\ngo on"
+    ),
+    "an end marker first": "<|im_end|>\n{s}",
+}
+SUMMARY = "The user wants the flaky suite fixed; the leak is in src/db/pool.py (RBK-7373)."
+
+
+@pytest.mark.parametrize("layout", TEMPLATED.values(), ids=TEMPLATED.keys())
+def test_leaked_chat_template_markers_are_cleaned_not_refused(layout: str) -> None:
+    """A local model run without its template writes the markers; the summary between stays.
+
+    What follows the end of its own turn (a user turn it went on to write) is left out.
+    """
+    verdict = judge_summary(layout.format(s=SUMMARY), instruction=SUMMARY_INSTRUCTION)
+    assert verdict.text == SUMMARY
+    assert "chat-template markers" in verdict.note
+
+
+def test_a_marker_named_inside_a_line_is_text_and_markers_alone_are_empty() -> None:
+    """Only a marker that ends its line ends a turn; an answer of markers alone is empty."""
+    mention = "We strip <|im_end|> markers from prompts now; the leak is in src/db/pool.py."
+    assert judge_summary(mention).text == mention
+    verdict = judge_summary("<|im_end|>\n<end_of_turn>")
+    assert verdict.text is None and verdict.reason is not None and "empty" in verdict.reason
+    verdict = judge_summary("<|im_start|>user\nPlease summarize src/a.py for me.")
+    assert verdict.reason is not None and "continues the transcript" in verdict.reason
+
+
+def test_only_the_summary_block_of_an_analysis_and_summary_answer_is_kept() -> None:
+    """`<analysis>` then `<summary>` (or a chatty line around the block): the block is written."""
+    analysis = "<analysis>\nChronologically: the user asked, I read pool.py.\n</analysis>\n"
+    for answer in (
+        f"{analysis}<summary>\n{SUMMARY}\n</summary>",
+        f"Here it is:\n<summary>{SUMMARY}</summary>\nLet me know if you need more!",
+        f"{analysis}<summary>\n{SUMMARY}",  # cut off before its closing tag
+    ):
+        verdict = judge_summary(answer, instruction=SUMMARY_INSTRUCTION)
+        assert verdict.text == SUMMARY and "<summary> block" in verdict.note
+    # A summary block without words is no summary: the rest is judged as it is.
+    answer = f"{analysis}<summary></summary>"
+    assert judge_summary(answer).text == answer
+    # The word inside a line is no block.
+    prose = "The <summary> of the session: the leak is in src/db/pool.py and port 8443."
+    assert judge_summary(prose).text == prose

@@ -20,6 +20,11 @@ for the messages it would replace (`judge_summary`, then `content_shortfall`):
   same size (`content_shortfall`): an answer to the last message, say, or a summary of
   something else.
 
+Cleaned before judging, not refused: the chat-template markers a local model leaked (the
+opening of its own turn, and everything from its turn's end marker on, where it goes on to
+write the next turn), and whatever surrounds a `<summary>` block (an `<analysis>` block, a
+chatty line), of which only the block is kept.
+
 Every refusal names its reason; the engine logs it and records it with the compaction.
 """
 
@@ -119,6 +124,48 @@ def _refused(reason: str) -> Verdict:
     return Verdict(text=None, reason=reason)
 
 
+# A model's own turn opened by a chat template's marker that leaked into the text (local
+# models run without their template applied), and the markers that end a turn.
+_OWN_TURN = re.compile(
+    r"\A\s*(?:<\|im_start\|>\s*assistant|<start_of_turn>\s*model"
+    r"|<\|start_header_id\|>\s*assistant\s*<\|end_header_id\|>|<\|assistant\|>)[ \t]*\n?",
+    re.IGNORECASE,
+)
+# A turn's end marker ends its line or comes before the next turn's opening ("...port
+# 8443.<|im_end|>\n<|im_start|>user"), unlike a summary that mentions one ("strips <|im_end|>
+# from the prompt").
+_TURN_END = re.compile(
+    r"(?:<\|im_end\|>|<end_of_turn>|<\|eot_id\|>|<\|end\|>|<\|endoftext\|>|</s>|<eos>)"
+    r"(?=[ \t]*(?:\n|\Z|<\|im_start\|>|<\|start_header_id\|>|<start_of_turn>))",
+    re.IGNORECASE,
+)
+# The summary block of an answer laid out as `<analysis>...</analysis><summary>...</summary>`
+# (or with a chatty line around it): an unclosed one runs to the end.
+_SUMMARY_BLOCK = re.compile(
+    r"^[ \t]*<summary>(.*?)(?:</summary>|\Z)", re.DOTALL | re.IGNORECASE | re.MULTILINE
+)
+
+
+def _without_template(text: str) -> tuple[str, bool]:
+    """`text` without a leaked opening of its own turn and anything after its turn's end."""
+    cut = _OWN_TURN.sub("", text, count=1)
+    end = _TURN_END.search(cut)
+    while end is not None and not cut[: end.start()].strip():  # an end marker before any text
+        cut = cut[end.end() :]
+        end = _TURN_END.search(cut)
+    if end is not None:
+        cut = cut[: end.start()]
+    return cut, cut != text
+
+
+def _summary_block(text: str) -> str | None:
+    """The inside of `text`'s `<summary>` block when it has one with words, else None."""
+    match = _SUMMARY_BLOCK.search(text)
+    if match is None or not _WORD.search(match.group(1)):
+        return None
+    return match.group(1).strip()
+
+
 def _without_reasoning(text: str) -> tuple[str, bool]:
     """`text` without reasoning blocks (an unclosed one runs to the end); whether any was cut."""
     cut = _REASONING.sub("", text)
@@ -214,10 +261,19 @@ def judge_summary(text: str, *, instruction: str = "") -> Verdict:
     """
     if not text.strip():
         return _refused("it is empty")
+    text, templated = _without_template(text)
+    if not text.strip():
+        return _refused("it is empty but for chat-template markers")
+    notes = ["chat-template markers and what followed its turn were left out"] if templated else []
     body, reasoned = _without_reasoning(text)
-    notes = ["a reasoning block was left out"] if reasoned else []
+    if reasoned:
+        notes.append("a reasoning block was left out")
     if not body:
         return _refused("it holds only a reasoning block")
+    block = _summary_block(body)
+    if block is not None and block != body:
+        body = block
+        notes.append("only its <summary> block was kept")
     if not _WORD.search(body):
         return _refused("it has no words")
     visible = [c for c in body if not c.isspace()]
