@@ -7,7 +7,9 @@ what an open circuit does (R32, R33).
 
 from __future__ import annotations
 
+import asyncio
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -24,6 +26,8 @@ from steerable_compaction.compaction import SummaryNeeded, is_summary, plan_comp
 from steerable_compaction.compaction.state import THRASHING_TEXT, EngineState
 from steerable_compaction.loop import CoreLoop
 from steerable_compaction.record import CompactionSummary, Reminder
+from steerable_compaction.sim import build_task, run_session
+from steerable_compaction.sim.summarizer import ExtractiveSummarizer
 from steerable_compaction.testing import ScriptedProvider
 from steerable_compaction.tokens import estimate_tokens
 
@@ -684,3 +688,18 @@ async def test_an_overflow_that_cannot_come_in_under_the_cut_says_so() -> None:
     with pytest.raises(OverflowRetriesExhaustedError) as caught:
         await s.overflow()
     assert "a tenth under the" in str(caught.value) and "window less" not in str(caught.value)
+
+
+@pytest.mark.parametrize("scale", [1.15, 1.3])
+def test_summaries_are_tried_again_once_folds_in_the_newest_turn_made_room(scale: float) -> None:
+    """A 2k window whose model bills 1.15-1.3x the static estimate plays to its end.
+
+    The question turn's history searches fill the newest turn; the summary of the span before
+    it could not fit beside them, so the folds of their results came next, and then the
+    request was still over: the session died with `RequestTooLargeError` although the
+    summary now had room. After the folds the ladder starts again from its cheapest rung.
+    """
+    task = replace(build_task("small_window", 0), token_scale=scale)
+    result = asyncio.run(run_session(task, "current", summarizer=ExtractiveSummarizer()))
+    assert result.death is None
+    assert (result.requests_over_estimate, result.failed_requests) == (0, 0)

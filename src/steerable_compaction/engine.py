@@ -443,32 +443,38 @@ class CompactionHooks:
         request summarized too; then the largest tool results (and long strings in tool calls'
         arguments) folded, the newest turn's included, until it fits or none is left; last,
         oversized pinned text (the goal too), each fold with a pointer to the record and a loud
-        warning. `limit` lowers the bar (after an overflow), and `bound` says why, for the error.
+        warning. After each round of folds that leaves the request over, the ladder starts again
+        at the summaries: a fold in the newest turn may have made the room a summary lacked.
+        `limit` lowers the bar (after an overflow), and `bound` says why, for the error.
         """
         limit = self.policy.limit_tokens if limit is None else limit
         done: list[CompactionOutcome] = []
-        squeeze, rounds = 1, 0
+        rounds = 0
         # Each summary replays a piece that fits the window: a context many windows large
         # needs many. Every round must free something, so the loop ends; the bound only caps
         # the summarizer calls of one step.
         most = max(_FIT_ROUNDS, 2 * -(-self.pressure() // max(limit, 1)))
-        while (pressure := self.pressure()) > limit and squeeze <= 3 and rounds < most:
-            outcome = await self._compact(trigger, "normal", pressure, squeeze=squeeze)
-            done.append(outcome)
-            rounds += 1
-            if not outcome.written or self.pressure() >= pressure:
-                squeeze += 1  # nothing more at this rung: the next loss
         for pinned in (False, True):
-            # Tool results first, every one if need be, and only then the pinned text: the
-            # estimate of what a fold frees is not what the provider will count.
-            while (before := self.pressure()) > limit:
-                folded = self._fold_largest(trigger, pinned=pinned, limit=limit)
-                if folded is None:
-                    break
-                done.append(folded)
-                self.last_outcome = folded
-                if self.pressure() >= before:
-                    break
+            while (start := self.pressure()) > limit:
+                squeeze = 1
+                while (pressure := self.pressure()) > limit and squeeze <= 3 and rounds < most:
+                    outcome = await self._compact(trigger, "normal", pressure, squeeze=squeeze)
+                    done.append(outcome)
+                    rounds += 1
+                    if not outcome.written or self.pressure() >= pressure:
+                        squeeze += 1  # nothing more at this rung: the next loss
+                # Tool results first, every one if need be, and only then the pinned text:
+                # the estimate of what a fold frees is not what the provider will count.
+                while (before := self.pressure()) > limit:
+                    folded = self._fold_largest(trigger, pinned=pinned, limit=limit)
+                    if folded is None:
+                        break
+                    done.append(folded)
+                    self.last_outcome = folded
+                    if self.pressure() >= before:
+                        break
+                if self.pressure() >= start:
+                    break  # neither rung freed anything more
         tokens = self.pressure()
         if tokens > limit:
             raise RequestTooLargeError(
