@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from steerable_compaction import Message, ToolCall
-from steerable_compaction.compaction import excerpt_summary
+from steerable_compaction.compaction import excerpt_summary, summary_message
 from steerable_compaction.compaction.provenance import history_ref, parse_history_refs
 from steerable_compaction.compaction.retention import (
     MESSAGE_CHARS,
@@ -303,7 +303,6 @@ def test_a_block_carried_from_an_earlier_summary_is_not_held_to_the_share() -> N
     run of compactions with small spans (a large tail) cut it by two thirds each time. Half of
     what the summary freed still bounds it, so the rewrite shrinks.
     """
-    from steerable_compaction.compaction import summary_message
     from steerable_compaction.compaction.retention import carried_block
     from steerable_compaction.summaries import RETAINED_SPAN_DIVISOR, SummaryWriter
     from steerable_compaction.tokens import TokenMeter
@@ -711,3 +710,20 @@ def test_the_shapes_of_a_message_made_at_once_equal_each_shape_made_alone(
     import steerable_compaction.compaction.atoms as module
 
     assert module._shapes(clauses) == [module._shape(clause) for clause in clauses]
+
+
+def test_the_closing_note_of_an_earlier_summary_is_no_fact() -> None:
+    """The closing note of a summary ("This summary replaces 109 ...") is not a value.
+
+    Read as a clause, its count stood for a fact and took a place in the block (eval,
+    long_haul at twice the length: one of 75 places, every compaction).
+    """
+    earlier = summary_message(
+        "## Current Work\n- The staging database port is 39157.",
+        109,
+        3,
+        history=(3013, 3089),
+    )
+    assert "replaces 109 earlier messages" in earlier.text
+    kept = check([earlier, Message.assistant("Reading the lock file.")]).kept
+    assert [atom.value for atom in kept] == ["39157"]

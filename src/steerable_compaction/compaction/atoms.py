@@ -369,8 +369,11 @@ def message_clauses(message: Message, speaker: str) -> Read:
     prose: list[tuple[int, int | None]] = []  # (clause number, origin) of the clauses not code
     tool = speaker == "tool"
     summary = speaker == "summary"
+    text = message.text
+    if summary and (end := text.rfind("</compacted-summary>")) >= 0:
+        text = text[:end]  # the engine's closing note after it ("This summary replaces ...")
     # Every line passes here (a span holds thousands): each test is kept to what it needs.
-    for line in _lines(_read_text(message.text)):
+    for line in _lines(_read_text(text)):
         if summary and line[:1] in (" ", '"'):
             line = _unquoted(line)
         stripped = line.strip()
