@@ -727,3 +727,19 @@ def test_the_closing_note_of_an_earlier_summary_is_no_fact() -> None:
     assert "replaces 109 earlier messages" in earlier.text
     kept = check([earlier, Message.assistant("Reading the lock file.")]).kept
     assert [atom.value for atom in kept] == ["39157"]
+
+
+def test_carried_facts_of_one_shape_are_kept_and_a_table_is_not() -> None:
+    """Facts an earlier summary carries were judged when kept; a table's rows never are facts.
+
+    Three carried facts in one template ("note: the X worker port is N") read as a repeated
+    shape and were all dropped from the next block (eval, long_haul at twice its length).
+    """
+    carried = "\n".join(
+        f"- note: the {name} worker port is {port} {history_ref(10 + i)}"
+        for i, (name, port) in enumerate((("cluster", 60454), ("staging", 39157), ("edge", 41120)))
+    )
+    earlier = summary_message(f"## Current Work\nreading\n\n{RETAINED_HEADING}\n{carried}", 40)
+    table = "\n".join(f"node-{i} port is {50000 + i}" for i in range(6))
+    kept = {atom.value for atom in check([earlier, Message.tool("c1", table)]).kept}
+    assert kept == {"60454", "39157", "41120"}

@@ -152,7 +152,9 @@ def _candidates(
     """The stated facts the summary lacks, one per clause (its best atom), best first.
 
     Source code (read it again from its file), data rows and repeated shapes (logs, tables,
-    signatures) are not facts someone stated: they are left to the history tools.
+    signatures) are not facts someone stated: they are left to the history tools. The facts
+    an earlier summary carries were judged when first kept: their shapes are not held
+    against them (a retained block is a list of statements, many in one template).
     """
     start, end = span
     shapes: Counter[str] = Counter()
@@ -164,7 +166,9 @@ def _candidates(
     for index, clause in ((i, clause) for i, (_, prose) in clauses for clause in prose):
         # The cheap tests first: most lines of tool output are code (not here at all), repeat
         # a shape or are no prose, and finding atoms is the costly part.
-        if shapes[clause.shape] >= 3 or not clause.statement:
+        if (
+            shapes[clause.shape] >= 3 and (clause.origin is None or clause.speaker != "summary")
+        ) or not clause.statement:
             continue
         lacking = []
         for atom in clause.atoms:
