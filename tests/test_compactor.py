@@ -248,6 +248,30 @@ def test_history_tools_for_your_own_loop_once_the_compactor_compacted() -> None:
     assert "error" in compactor.run_history_tool(HISTORY_SEARCH, "{not json")
 
 
+def test_your_own_loop_can_have_hidden_images_read_back() -> None:
+    """`run_history_tool(..., images=True)` lists hidden images and reads one back as parts."""
+    from steerable_compaction import ImagePart, TextPart, ToolCall, resolve_compaction_policy
+    from steerable_compaction.recall import HISTORY_READ, HISTORY_SEARCH
+    from steerable_compaction.sim.content import screenshot
+
+    compactor = Compactor(resolve_compaction_policy(None, 4096))
+    messages = [Message.system("s"), Message.user("goal")]
+    shot = screenshot(64, 64, "Banner: the codename is blue-heron.")
+    for i in range(40):
+        messages = compactor.prepare(messages)
+        output = (TextPart(text="shot"), shot) if i == 0 else "filler " * 120
+        call = ToolCall(id=f"c{i}", name="look", arguments="{}")
+        messages += [Message.assistant(None, [call]), Message.tool(f"c{i}", output)]
+    compactor.prepare(messages)
+    assert compactor.compacted
+    listing = compactor.run_history_tool(HISTORY_SEARCH, '{"query": "codename"}', images=True)
+    assert isinstance(listing, str)
+    seq = int(listing.split("newest first: seq ")[1].split(" ")[0])
+    back = compactor.run_history_tool(HISTORY_READ, {"seq": seq}, images=True)
+    assert isinstance(back, list) and back[1] == shot and isinstance(back[1], ImagePart)
+    assert isinstance(compactor.run_history_tool(HISTORY_READ, {"seq": seq}), str)
+
+
 def test_prepare_returns_the_list_it_was_given_when_nothing_changed() -> None:
     """Under threshold the caller's list comes back as is (no O(transcript) copy per step)."""
     compactor = Compactor(POLICY)

@@ -19,19 +19,22 @@ from hypothesis import strategies as st
 
 from steerable_compaction.errors import ConfigError
 from steerable_compaction.loop import CoreLoop, Tool
-from steerable_compaction.messages import Message, ToolCall
+from steerable_compaction.messages import ImagePart, Message, TextPart, ToolCall
 from steerable_compaction.recall import (
     HISTORY_READ,
     HISTORY_SEARCH,
     anthropic_tool_schemas,
     execute_history_tool,
+    hidden_image_messages,
     history_tools,
     openai_tool_schemas,
+    read_history,
     search_history,
 )
 from steerable_compaction.record import MemoryRecord, Record
+from steerable_compaction.sim.content import png_image
 from steerable_compaction.testing import ScriptedProvider
-from steerable_compaction.tokens import estimate_tokens
+from steerable_compaction.tokens import estimate_tokens, image_tokens
 from tests.test_recall import call, session, summarize
 
 
@@ -208,7 +211,7 @@ def test_an_unexpected_failure_is_an_error_text(monkeypatch: pytest.MonkeyPatch)
 def test_a_cap_below_256_is_a_config_error(cap: object) -> None:
     """The integrator's cap, not the model's input, is validated by raising `ConfigError`."""
     with pytest.raises(ConfigError, match="recall_result_tokens"):
-        execute_history_tool(MemoryRecord(), HISTORY_SEARCH, "{}", max_tokens=cap)  # type: ignore[arg-type]
+        execute_history_tool(MemoryRecord(), HISTORY_SEARCH, "{}", max_tokens=cap)  # type: ignore[call-overload]
     with pytest.raises(ConfigError, match="recall_result_tokens"):
         history_tools(MemoryRecord(), max_tokens=cap)  # type: ignore[arg-type]
 
@@ -279,6 +282,7 @@ async def test_tool_objects_answer_bad_arguments_with_text() -> None:
     """A `Tool`'s function gets parsed arguments; wrong types come back as error text."""
     search, read = history_tools(session(MemoryRecord()), max_tokens=2000)
     searched, read_back = await search.fn({"query": 1}), await read.fn({"seq": "x"})
+    assert isinstance(searched, str) and isinstance(read_back, str)
     assert searched.startswith("history_search error: the query must be")
     assert read_back.startswith("history_read error: seq must be an integer")
 
@@ -434,3 +438,123 @@ def test_the_two_schemas_cost_little_of_a_small_window() -> None:
     """
     for schemas in (openai_tool_schemas(), anthropic_tool_schemas()):
         assert sum(estimate_tokens(json.dumps(schema)) for schema in schemas) <= 320
+
+
+# -- images: found by looking again -------------------------------------------------------------
+
+
+def _png(width: int, height: int) -> ImagePart:
+    """A PNG header of `width` x `height` (all the pricing reads)."""
+    return ImagePart(media_type="image/png", data=png_image(width, height, "pixels"))
+
+
+def image_session(record: Record) -> Record:
+    """A session whose screenshots are hidden by a summary, but for the newest one.
+
+    Seqs: 0 system, 1 task, 2 call, 3 screenshot result, 4 reply, 5 pasted screenshot (user),
+    6 reply, 7 a still-visible screenshot (user); 8 summarizes projection [1, 7).
+    """
+    record.append_message(Message.system("You are a browsing agent."))  # 0
+    record.append_message(Message.user("Check the dashboard."))  # 1
+    record.append_message(Message.assistant("", [call("c1", "screenshot", url="x")]))  # 2
+    record.append_message(
+        Message.tool("c1", (TextPart(text="Screenshot of x."), _png(800, 600)))
+    )  # 3
+    record.append_message(Message.assistant("Looked."))  # 4
+    record.append_message(Message.user((TextPart(text="Also this:"), _png(400, 300))))  # 5
+    record.append_message(Message.assistant("Noted."))  # 6
+    record.append_message(Message.user((TextPart(text="And now:"), _png(200, 100))))  # 7
+    summarize(record, 1, 6)  # 8
+    return record
+
+
+def test_a_search_without_hits_lists_the_hidden_images_newest_first() -> None:
+    """Text search cannot see pixels: it says so and names the hidden messages with images.
+
+    The still-visible screenshot (seq 7) is not listed; a text-only answer lists none.
+    """
+    record = image_session(MemoryRecord())
+    answer = execute_history_tool(
+        record, HISTORY_SEARCH, {"query": "codename"}, max_tokens=2000, images=True
+    )
+    assert isinstance(answer, str)
+    assert answer.splitlines()[1] == (
+        "Text search cannot see into images. Hidden messages with images, newest first: "
+        "seq 5 (user); seq 3 (tool result of screenshot). history_read one to look at its "
+        "images again."
+    )
+    assert "images" not in run(record, HISTORY_SEARCH, {"query": "codename"})
+    assert [hit.seq for hit in hidden_image_messages(record)] == [5, 3]
+    assert [hit.snippet for hit in hidden_image_messages(record, limit=1)] == ["Also this:"]
+
+
+def test_the_image_list_groups_runs_and_never_names_a_history_result() -> None:
+    """Consecutive messages from one source share a label; an image read back is no new image."""
+    record = MemoryRecord()
+    record.append_message(Message.user("Go."))
+    for i in range(3):
+        record.append_message(Message.assistant("", [call(f"s{i}", "screenshot")]))
+        record.append_message(Message.tool(f"s{i}", (_png(64, 64),)))
+    record.append_message(Message.assistant("", [call("r1", HISTORY_READ, seq=2)]))
+    record.append_message(Message.tool("r1", (TextPart(text="[seq 2]"), _png(64, 64))))
+    summarize(record, 0, len(record.projection))
+    answer = execute_history_tool(
+        record, HISTORY_SEARCH, '{"query": "nothing"}', max_tokens=2000, images=True
+    )
+    assert "seq 6, 4, 2 (tool result of screenshot)" in answer
+    assert "seq 8" not in answer
+
+
+async def test_reading_a_hidden_image_message_returns_its_images() -> None:
+    """`history_read` shows the text page and the images, which go back to the model as parts."""
+    record = image_session(MemoryRecord())
+    _, read = history_tools(record, max_tokens=2000)
+    answer = await read.fn({"seq": 3})
+    assert isinstance(answer, list)
+    head, image = answer
+    assert head == TextPart(
+        text="[seq 3] tool result of screenshot, characters 0-48 of 48:\n"
+        "Screenshot of x.\n[image: image/png, 2,337 bytes]"
+    )
+    assert image == record.entries[3].event.message.images[0]  # type: ignore[union-attr]
+    text_only = run(record, HISTORY_READ, {"seq": 3})
+    assert text_only == head.text  # the default answer is text, the image a line in it
+
+
+def test_an_image_over_the_cap_is_left_out_and_the_page_says_so() -> None:
+    """Images that do not fit the result's cap are not sent; the text names how many."""
+    record = MemoryRecord()
+    record.append_message(
+        Message.user((TextPart(text="Two shots:"), _png(800, 600), _png(4000, 3000)))
+    )
+    record.append_message(Message.assistant("Seen."))
+    summarize(record, 0, 2)
+    answer = execute_history_tool(record, HISTORY_READ, {"seq": 0}, max_tokens=1000, images=True)
+    assert isinstance(answer, list)
+    head, *shown = answer
+    assert shown == [record.entries[0].event.message.images[0]]  # type: ignore[union-attr]
+    assert isinstance(head, TextPart)
+    assert head.text.endswith(
+        "[1 of its 2 image(s) not shown: they do not fit this result's cap of 1,000 tokens]"
+    )
+    priced = estimate_tokens(head.text) + sum(
+        image_tokens(p) for p in shown if isinstance(p, ImagePart)
+    )
+    assert priced <= 1000
+
+
+def test_a_later_page_carries_no_images() -> None:
+    """The images come with the page at offset 0 only."""
+    record = MemoryRecord()
+    body = "".join(f"row {i} ok\n" for i in range(3000))
+    record.append_message(Message.user((TextPart(text=body), _png(64, 64))))
+    record.append_message(Message.assistant("Seen."))
+    summarize(record, 0, 2)
+    first = execute_history_tool(record, HISTORY_READ, {"seq": 0}, max_tokens=600, images=True)
+    assert isinstance(first, list) and len(first) == 2
+    assert isinstance(first[0], TextPart)
+    footer = first[0].text.splitlines()[-1]
+    offset = json.loads(footer.removeprefix("[continues: history_read ").removesuffix("]"))
+    second = execute_history_tool(record, HISTORY_READ, offset, max_tokens=600, images=True)
+    assert isinstance(second, str)
+    assert read_history(record, 0, offset=offset["offset"]).images == ()

@@ -34,14 +34,14 @@ import os
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from types import TracebackType
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, overload
 
 from .compaction import SummaryRequest
 from .compaction.pairs import PairedProjection
 from .engine import CompactionHooks
 from .errors import ContextOverflowError, MessageError
 from .hooks import RequestErrorContext, StepContext, Summarizer
-from .messages import Message
+from .messages import ContentPart, Message
 from .policy import CompactionPolicy
 from .recall import anthropic_tool_schemas, execute_history_tool, openai_tool_schemas
 from .record import CompactionBoundary, MemoryRecord, Record
@@ -178,14 +178,33 @@ class Compactor:
             return []
         return openai_tool_schemas() if flavor == "openai" else anthropic_tool_schemas()
 
-    def run_history_tool(self, name: str, arguments: str | Mapping[str, Any]) -> str:
+    @overload
+    def run_history_tool(
+        self, name: str, arguments: str | Mapping[str, Any], *, images: Literal[False] = False
+    ) -> str: ...
+
+    @overload
+    def run_history_tool(
+        self, name: str, arguments: str | Mapping[str, Any], *, images: bool
+    ) -> str | list[ContentPart]: ...
+
+    def run_history_tool(
+        self, name: str, arguments: str | Mapping[str, Any], *, images: bool = False
+    ) -> str | list[ContentPart]:
         """Answer the model's `history_search` / `history_read` call from this record.
 
         Returns the tool result text; a bad call gets an error text, never an exception.
-        Results are capped at the policy's `recall_result_tokens`.
+        Results are capped at the policy's `recall_result_tokens`. With `images=True` (your
+        tool results can carry images), reading a message with images returns its page and
+        images as content parts, and a search that finds nothing lists the hidden messages
+        holding images (`docs/recall.md`).
         """
         return execute_history_tool(
-            self.record, name, arguments, max_tokens=self.policy.recall_result_tokens
+            self.record,
+            name,
+            arguments,
+            max_tokens=self.policy.recall_result_tokens,
+            images=images,
         )
 
     def new_turn(self) -> None:

@@ -4,7 +4,10 @@ Compaction folds and summarizes old messages out of the projection, but the reco
 one of them. Recall searches and reads those raw messages that the projection no longer shows:
 
 - `search_history(record, query, limit=5)` → ranked `HistoryHit`s;
-- `read_history(record, seq, offset=0, max_tokens=...)` → a `HistoryPage` of one message;
+- `read_history(record, seq, offset=0, max_tokens=...)` → a `HistoryPage` of one message
+  (its images too, on the first page);
+- `hidden_image_messages(record)` → the hidden messages that hold images, newest first: text
+  search cannot see into an image, so a fact only in its pixels is found by looking again;
 - `prepare_index(record)`: bring the index wholly up to date now (searches otherwise catch it
   up a slice at a time, `CATCH_UP_SECONDS` each);
 - the same as the model's tools `history_search` / `history_read`: `history_tools` (the
@@ -22,11 +25,13 @@ from __future__ import annotations
 from .search import (
     CATCH_UP_SECONDS,
     DEFAULT_READ_TOKENS,
+    MAX_IMAGE_MESSAGES,
     MAX_LIMIT,
     RANK_WINDOW,
     SCAN_LIMIT,
     HistoryHit,
     HistoryPage,
+    hidden_image_messages,
     hidden_seqs,
     prepare_index,
     read_history,
@@ -51,6 +56,7 @@ __all__ = [
     "HISTORY_READ",
     "HISTORY_SEARCH",
     "HISTORY_TOOL_NAMES",
+    "MAX_IMAGE_MESSAGES",
     "MAX_LIMIT",
     "MAX_QUERY_CHARS",
     "MAX_TERMS",
@@ -63,6 +69,7 @@ __all__ = [
     "HistoryTool",
     "anthropic_tool_schemas",
     "execute_history_tool",
+    "hidden_image_messages",
     "hidden_seqs",
     "history_tools",
     "openai_tool_schemas",

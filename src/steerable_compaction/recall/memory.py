@@ -36,13 +36,15 @@ class Catalog:
     """Per-message facts: which seqs hold messages, the tool a result answers, what to skip.
 
     A tool result's tool name is that of the newest earlier call with its `call_id` (some
-    providers reuse ids across turns).
+    providers reuse ids across turns). `image_seqs` are the messages that hold images, but
+    not results of the history tools (an image read again is no new image).
     """
 
-    __slots__ = ("_calls", "done", "excluded", "seqs", "tool_names")
+    __slots__ = ("_calls", "done", "excluded", "image_seqs", "seqs", "tool_names")
 
     def __init__(self) -> None:
         self.seqs = array(_SEQ_TYPE)  # seqs of the message entries, ascending
+        self.image_seqs = array(_SEQ_TYPE)  # those of them that hold images, ascending
         self.tool_names: dict[int, str] = {}
         self.excluded: set[int] = set()  # results of history tools
         self._calls: dict[str, str] = {}
@@ -64,6 +66,8 @@ class Catalog:
                 self.tool_names[entry.seq] = name
                 if name in HISTORY_TOOL_NAMES:
                     self.excluded.add(entry.seq)
+            if entry.seq not in self.excluded and message.images:
+                self.image_seqs.append(entry.seq)
         self.done = len(entries)
 
     def newest_from(self, floor: int, below: int) -> Iterator[int]:

@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ..errors import RecallError
-from ..messages import Message, Role
+from ..messages import ImagePart, Message, Role
 from ..record import MessageAppended, Record, SqliteRecord
 from ..tokens import estimate_tokens
 from .fts import FtsIndex
@@ -38,11 +38,13 @@ from .text import (
 __all__ = [
     "CATCH_UP_SECONDS",
     "DEFAULT_READ_TOKENS",
+    "MAX_IMAGE_MESSAGES",
     "MAX_LIMIT",
     "RANK_WINDOW",
     "SCAN_LIMIT",
     "HistoryHit",
     "HistoryPage",
+    "hidden_image_messages",
     "hidden_seqs",
     "prepare_index",
     "read_history",
@@ -89,7 +91,9 @@ class HistoryHit:
 class HistoryPage:
     """One page of a raw message's text, as `render` shows it, from `offset` (characters).
 
-    `next_offset` is where the next page starts, or `None` on the last page.
+    `next_offset` is where the next page starts, or `None` on the last page. `images` are the
+    message's images, in order, on the page at offset 0 (the text shows where each one was as
+    an `[image: ...]` line); later pages carry none. `max_tokens` prices the text only.
     """
 
     seq: int
@@ -99,6 +103,7 @@ class HistoryPage:
     offset: int
     next_offset: int | None
     total_chars: int
+    images: tuple[ImagePart, ...] = ()
 
 
 class _State:
@@ -303,6 +308,7 @@ def read_history(
         offset=offset,
         next_offset=end if end < len(text) else None,
         total_chars=len(text),
+        images=event.message.images if offset == 0 else (),
     )
 
 
@@ -351,3 +357,45 @@ def hidden_seqs(record: Record) -> list[int]:
     with state.lock:
         visibility = state.refresh(record)
         return [seq for seq in state.catalog.seqs if visibility.hidden(seq, _message(record, seq))]
+
+
+_IMAGE_SNIPPET_CHARS = 160  # a listed image message's snippet: its first line of text, cut
+
+
+MAX_IMAGE_MESSAGES = 1_000
+"""The most hidden image messages one `hidden_image_messages` call lists."""
+
+
+def hidden_image_messages(record: Record, *, limit: int = MAX_LIMIT) -> list[HistoryHit]:
+    """The newest `limit` raw messages holding images that the projection no longer shows.
+
+    Text search cannot see into an image, so a fact only in its pixels is found by looking at
+    the images again (`read_history` returns them). Newest first; a hit's `snippet` is the
+    message's first line of text (its images as `[image: ...]` lines when it has none), and
+    results of the history tools are never listed. Raises `RecallError` for a `limit` outside
+    1..`MAX_IMAGE_MESSAGES`.
+    """
+    limit = _check_int("limit", limit, 1, MAX_IMAGE_MESSAGES)
+    state = _state(record)
+    with state.lock:
+        visibility = state.refresh(record)
+        out: list[HistoryHit] = []
+        seqs = state.catalog.image_seqs
+        for i in range(len(seqs) - 1, -1, -1):
+            seq = seqs[i]
+            message = _message(record, seq)
+            if not visibility.hidden(seq, message):
+                continue
+            text = render(message, record.spill_directory).strip()
+            out.append(
+                HistoryHit(
+                    seq=seq,
+                    role=message.role,
+                    tool_name=state.catalog.tool_names.get(seq),
+                    snippet=text.split("\n", 1)[0][:_IMAGE_SNIPPET_CHARS],
+                    tokens=estimate_tokens(message),
+                )
+            )
+            if len(out) >= limit:
+                break
+        return out

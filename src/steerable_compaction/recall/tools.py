@@ -11,6 +11,14 @@
 Whatever the model sends, the answer is text: a bad argument gets an error line saying what to
 fix, never an exception. Results stay within `max_tokens` (the policy's `recall_result_tokens`)
 and read only the record they were given.
+
+Images: text search cannot see into an image, so a search that finds nothing lists the hidden
+messages that hold images (newest first), and `history_read` of such a message returns its
+images with its text, as a list of content parts, wherever images can go back to the model:
+the `history_tools` (a `CoreLoop` tool may return parts) and `execute_history_tool(...,
+images=True)`. A text-only answer (the default of `execute_history_tool`) shows each image as
+an `[image: ...]` line and lists none. Images priced over the result's cap are left out, and
+the page says so.
 """
 
 from __future__ import annotations
@@ -21,12 +29,19 @@ import logging
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Literal, overload
 
 from ..errors import ConfigError, RecallError
+from ..messages import ContentPart, TextPart
 from ..record import Record
-from ..tokens import estimate_tokens
-from .search import HistoryHit, read_history, search_history
+from ..tokens import estimate_tokens, image_tokens
+from .search import (
+    MAX_IMAGE_MESSAGES,
+    HistoryHit,
+    hidden_image_messages,
+    read_history,
+    search_history,
+)
 from .text import parse_query
 
 __all__ = [
@@ -74,7 +89,7 @@ _SEARCH_PARAMETERS: Final[Mapping[str, Any]] = {
 }
 _READ_DESCRIPTION = (
     "Read one earlier message in full by its seq (from history_search, a fold marker or a "
-    "summary). A long one comes in pages: pass the offset a page gives."
+    "summary), images included. A long one comes in pages: pass the offset a page gives."
 )
 _READ_PARAMETERS: Final[Mapping[str, Any]] = {
     "type": "object",
@@ -133,11 +148,12 @@ def _check_max_tokens(max_tokens: object) -> int:
 class HistoryTool:
     """One history tool bound to a record: the fields of `loop.Tool`, which `CoreLoop` takes.
 
-    `fn` takes the call's parsed arguments and returns the result text; it never raises.
+    `fn` takes the call's parsed arguments and returns the result: text, or text and images
+    (a `history_read` of a message with images) as content parts. It never raises.
     """
 
     name: str
-    fn: Callable[[Mapping[str, Any]], Awaitable[str]]
+    fn: Callable[[Mapping[str, Any]], Awaitable[str | list[ContentPart]]]
     description: str
     parameters: Mapping[str, Any]
 
@@ -149,9 +165,9 @@ def history_tools(record: Record, *, max_tokens: int) -> tuple[HistoryTool, Hist
     """
     cap = _check_max_tokens(max_tokens)
 
-    def bind(name: str) -> Callable[[Mapping[str, Any]], Awaitable[str]]:
-        async def run(arguments: Mapping[str, Any]) -> str:
-            return _answer(record, name, arguments, cap)
+    def bind(name: str) -> Callable[[Mapping[str, Any]], Awaitable[str | list[ContentPart]]]:
+        async def run(arguments: Mapping[str, Any]) -> str | list[ContentPart]:
+            return _answer(record, name, arguments, cap, images=True)
 
         return run
 
@@ -167,13 +183,44 @@ def history_tools(record: Record, *, max_tokens: int) -> tuple[HistoryTool, Hist
     return search, read
 
 
+@overload
 def execute_history_tool(
-    record: Record, name: str, arguments: str | Mapping[str, Any], *, max_tokens: int
-) -> str:
+    record: Record,
+    name: str,
+    arguments: str | Mapping[str, Any],
+    *,
+    max_tokens: int,
+    images: Literal[False] = False,
+) -> str: ...
+
+
+@overload
+def execute_history_tool(
+    record: Record,
+    name: str,
+    arguments: str | Mapping[str, Any],
+    *,
+    max_tokens: int,
+    images: bool,
+) -> str | list[ContentPart]: ...
+
+
+def execute_history_tool(
+    record: Record,
+    name: str,
+    arguments: str | Mapping[str, Any],
+    *,
+    max_tokens: int,
+    images: bool = False,
+) -> str | list[ContentPart]:
     """Answer one history tool call: `arguments` as the model sent them (JSON text or a dict).
 
     Returns the tool result text; a bad call returns an error text, it never raises (only a
     `max_tokens` below `MIN_RESULT_TOKENS`, the integrator's mistake, raises `ConfigError`).
+    With `images=True` (your tool results can carry images), a `history_read` of a message
+    with images returns its page and images as content parts (`wire.to_anthropic` /
+    `to_openai` convert them), and a search that finds nothing lists the hidden messages that
+    hold images.
     """
     cap = _check_max_tokens(max_tokens)
     if name not in (HISTORY_SEARCH, HISTORY_READ):
@@ -190,14 +237,16 @@ def execute_history_tool(
         parsed = arguments
     if not isinstance(parsed, Mapping):
         return f"{name} error: the arguments must be a JSON object, got {type(parsed).__name__}"
-    return _answer(record, name, parsed, cap)
+    return _answer(record, name, parsed, cap, images=images)
 
 
-def _answer(record: Record, name: str, arguments: Mapping[str, Any], max_tokens: int) -> str:
+def _answer(
+    record: Record, name: str, arguments: Mapping[str, Any], max_tokens: int, *, images: bool
+) -> str | list[ContentPart]:
     try:
         if name == HISTORY_SEARCH:
-            return _search(record, arguments, max_tokens)
-        return _read(record, arguments, max_tokens)
+            return _search(record, arguments, max_tokens, images=images)
+        return _read(record, arguments, max_tokens, images=images)
     except RecallError as exc:
         return f"{name} error: {exc.reason}"
     except Exception as exc:  # a tool answers the model; a failure here must not end the turn
@@ -216,7 +265,7 @@ def _arguments(arguments: Mapping[str, Any], required: str, optional: str) -> No
         raise RecallError(f"missing the argument {required!r}")
 
 
-def _search(record: Record, arguments: Mapping[str, Any], max_tokens: int) -> str:
+def _search(record: Record, arguments: Mapping[str, Any], max_tokens: int, *, images: bool) -> str:
     _arguments(arguments, "query", "limit")
     query = arguments["query"]
     limit = arguments.get("limit", 5)
@@ -229,16 +278,42 @@ def _search(record: Record, arguments: Mapping[str, Any], max_tokens: int) -> st
     if _OPERATOR_MARKS.search(query) or _OPERATOR_WORDS.intersection(query.split()):
         note = " (matched literally: AND, OR, NOT, *, ( ), - and the like are searched as text)"
     if not hits:
-        return _clip(
+        text = (
             f"No hidden message holds every term of the query: {shown}{note}. Terms match "
-            "case-insensitively, also inside longer words; try fewer or other terms.",
-            max_tokens,
+            "case-insensitively, also inside longer words; try fewer or other terms."
         )
+        if images:
+            text += _images_note(record)
+        return _clip(text, max_tokens)
     head = (
         f"{len(hits)} hidden message(s) hold every term of {shown}{note}, best first. Read "
         f'one whole with {HISTORY_READ} {{"seq": N}}.'
     )
     return _fit(head, [_hit_text(hit) for hit in hits], max_tokens)
+
+
+def _images_note(record: Record) -> str:
+    """The hidden messages with images, newest first, as a paragraph ('' when there are none).
+
+    Runs of messages from one source share one label: `seq 9, 7 (tool results of screenshot)`;
+    the result's cap, not a count, bounds the list.
+    """
+    pictures = hidden_image_messages(record, limit=MAX_IMAGE_MESSAGES)
+    if not pictures:
+        return ""
+    runs: list[tuple[str, list[int]]] = []
+    for hit in pictures:
+        who = _who(hit.role, hit.tool_name)
+        if runs and runs[-1][0] == who:
+            runs[-1][1].append(hit.seq)
+        else:
+            runs.append((who, [hit.seq]))
+    listed = "; ".join(f"seq {', '.join(map(str, seqs))} ({who})" for who, seqs in runs)
+    more = " and older ones" if len(pictures) == MAX_IMAGE_MESSAGES else ""
+    return (
+        "\nText search cannot see into images. Hidden messages with images, newest first: "
+        f"{listed}{more}. {HISTORY_READ} one to look at its images again."
+    )
 
 
 def _hit_text(hit: HistoryHit) -> str:
@@ -282,16 +357,26 @@ def _clip(text: str, max_tokens: int) -> str:
 
 
 _READ_OVERHEAD = 64  # tokens kept for a page's header and footer lines
+_READ_MIN_TEXT = 128  # tokens a page with images keeps for its text
 
 
-def _read(record: Record, arguments: Mapping[str, Any], max_tokens: int) -> str:
+def _read(
+    record: Record, arguments: Mapping[str, Any], max_tokens: int, *, images: bool
+) -> str | list[ContentPart]:
     _arguments(arguments, "seq", "offset")
-    page = read_history(
-        record,
-        arguments["seq"],
-        offset=arguments.get("offset", 0),
-        max_tokens=max_tokens - _READ_OVERHEAD,
-    )
+    seq, offset = arguments["seq"], arguments.get("offset", 0)
+    budget = max_tokens - _READ_OVERHEAD
+    page = read_history(record, seq, offset=offset, max_tokens=budget)
+    shown: list[ContentPart] = []
+    used = 0  # tokens the shown images take
+    if images and page.images:
+        for image in page.images:
+            cost = image_tokens(image)
+            if used + cost <= budget - _READ_MIN_TEXT:
+                shown.append(image)
+                used += cost
+        if shown:  # the text gives the images their room
+            page = read_history(record, seq, offset=offset, max_tokens=budget - used)
     end = page.offset + len(page.text)
     text = (
         f"[seq {page.seq}] {_who(page.role, page.tool_name)}, characters "
@@ -299,4 +384,12 @@ def _read(record: Record, arguments: Mapping[str, Any], max_tokens: int) -> str:
     )
     if page.next_offset is not None:
         text += f'\n[continues: {HISTORY_READ} {{"seq": {page.seq}, "offset": {page.next_offset}}}]'
-    return _clip(text, max_tokens)  # a very long tool name could overrun the header's share
+    if images and len(shown) < len(page.images):
+        text += (
+            f"\n[{len(page.images) - len(shown)} of its {len(page.images)} image(s) not shown: "
+            f"they do not fit this result's cap of {max_tokens:,} tokens]"
+        )
+    text = _clip(text, max_tokens - used)  # a very long tool name could overrun the header's share
+    if not shown:
+        return text
+    return [TextPart(text=text), *shown]
