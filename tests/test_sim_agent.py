@@ -125,3 +125,59 @@ def test_without_the_history_tools_the_agent_answers_at_once() -> None:
     assert not reply.tool_calls and "I do not know." in reply.text
     assert agent.recall() == agent.recall_with_tools()
     assert agent.recall_requests == 0
+
+
+def test_facts_not_found_by_search_are_looked_for_in_the_listed_images() -> None:
+    """Search results that list hidden images send the agent to read them, newest first.
+
+    It reads `IMAGE_READS` a request, notes what it found, asks for the list again when a
+    compaction took it away, and answers from what the images showed.
+    """
+    from steerable_compaction import ToolSpec
+    from steerable_compaction.recall import HISTORY_READ, HISTORY_SEARCH
+    from steerable_compaction.sim.agent import IMAGE_READS
+
+    agent = ScriptedAgent(build_task("light", 0, scale=0.2))
+    turn = _question_turn(agent)
+    needle, *others = turn.questions
+    offered = tuple(
+        ToolSpec(name=name, description="", parameters={})
+        for name in (HISTORY_SEARCH, HISTORY_READ)
+    )
+    head = (Message.system("s"), turn.user)
+    first = agent.respond(CompletionRequest(messages=head, tools=offered))
+    seqs = list(range(100, 100 - 2 * IMAGE_READS - 1, -1))
+    listing = Message.tool(
+        "recall_1",
+        "No hidden message holds every term of the query.\nText search cannot see into images. "
+        f"Hidden messages with images, newest first: seq {', '.join(map(str, seqs[:-1]))} "
+        f"(tool results of screenshot); seq {seqs[-1]} (user). history_read one to look again.",
+    )
+    found = [
+        Message.tool(f"recall_{i}", f"the {n.anchor} is {n.value}") for i, n in enumerate(others, 2)
+    ]
+    second = agent.respond(
+        CompletionRequest(messages=(*head, first, listing, *found), tools=offered)
+    )
+    read = [json.loads(c.arguments)["seq"] for c in second.tool_calls]
+    assert [c.name for c in second.tool_calls] == [HISTORY_READ] * IMAGE_READS
+    assert read == seqs[:IMAGE_READS]
+    assert all(f"the {n.anchor} is {n.value}" in second.text for n in others)  # noted
+    # A compaction took the listing away: the agent asks for it again, then reads on.
+    third = agent.respond(
+        CompletionRequest(messages=(*head, Message.user("[summary]")), tools=offered)
+    )
+    assert [c.name for c in third.tool_calls] == [HISTORY_SEARCH]
+    fourth = agent.respond(CompletionRequest(messages=(*head, third, listing), tools=offered))
+    assert [json.loads(c.arguments)["seq"] for c in fourth.tool_calls] == seqs[
+        IMAGE_READS : 2 * IMAGE_READS
+    ]
+    fifth = agent.respond(CompletionRequest(messages=(*head, fourth, listing), tools=offered))
+    assert [json.loads(c.arguments)["seq"] for c in fifth.tool_calls] == seqs[-1:]
+    shot = screenshot(64, 64, f"Banner: the {needle.anchor} is {needle.value}.")
+    seen = Message.tool("look_1", (TextPart(text=f"[seq {seqs[-1]}] user"), shot))
+    final = agent.respond(CompletionRequest(messages=(*head, fifth, seen), tools=offered))
+    assert not final.tool_calls
+    assert all(agent.recall_with_tools()[n.id] for n in turn.questions)
+    assert needle.value in final.text
+    assert agent.recall()[needle.id] is False

@@ -7,7 +7,11 @@ question from the request's lines (text, plus what its vision reads in images st
 newest statement first. A fact that was folded, masked, summarized away or offloaded is not
 there to be found, unless the arm offers the history tools: then, for each fact whose anchor
 it cannot see, it calls `history_search` with the anchor phrase (one more request) and answers
-from the results. `recall` counts the first answers, `recall_with_tools` the final ones.
+from the results. Text search cannot see into images: when facts are still missing and the
+search results list hidden messages with images, it looks at them again with `history_read`,
+newest first, `IMAGE_READS` a request, for at most `IMAGE_ROUNDS` requests, noting what it
+found in each request's text. `recall` counts the first answers, `recall_with_tools` the final
+ones.
 
 A step is a tool call (with its `parallel` calls in the same message), or, in a turn played as
 `observations`, a command typed in plain text whose output the harness sends back as the next
@@ -17,19 +21,33 @@ user message (`command_text`, `observation_message`).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..messages import ContentPart, Message, TextPart, ToolCall
 from ..providers.base import CompletionRequest
-from ..recall import HISTORY_SEARCH
+from ..recall import HISTORY_READ, HISTORY_SEARCH
 from .content import image_text
 from .session import Needle
 from .tasks import Step, Task, Turn, find_answer
 
-__all__ = ["ScriptedAgent", "command_text", "observation_message", "visible_lines"]
+__all__ = [
+    "IMAGE_READS",
+    "IMAGE_ROUNDS",
+    "ScriptedAgent",
+    "command_text",
+    "observation_message",
+    "visible_lines",
+]
 
 OBSERVATION_HEAD = "OBSERVATION:"
+IMAGE_READS = 8
+"""Hidden images the agent looks at again in one request (parallel `history_read` calls)."""
+IMAGE_ROUNDS = 12
+"""Requests the agent spends at most on looking at hidden images again."""
+_IMAGES_LISTED = re.compile(r"Hidden messages with images, newest first: ([^\n]*)")
+_LISTED_RUN = re.compile(r"seq ([\d, ]+) \(")  # `seq 9, 7 (tool results of screenshot)`
 
 
 def command_text(step: Step) -> str:
@@ -78,6 +96,9 @@ class ScriptedAgent:
         self.answers_in_context: dict[str, str | None] = {}  # before any search
         self.recall_requests = 0  # agent requests spent on the history after the first answer
         self._searched = False
+        self._found: dict[str, str] = {}  # answers found so far in the question turn
+        self._looked: set[int] = set()  # hidden image messages read again
+        self._image_rounds = 0
 
     def begin(self, turn: Turn) -> None:
         """Start `turn`: its steps are taken in order, then it replies."""
@@ -116,7 +137,8 @@ class ScriptedAgent:
         The first request of the question turn is answered from context alone (in-context
         recall). When a fact's anchor is not visible and the request offers `history_search`,
         the agent searches once for each such anchor (parallel calls, one more request) and
-        answers from the results.
+        answers from the results; facts still missing send it to the hidden images the
+        results list (see the module docstring).
         """
         if self._searched:
             self.recall_requests += 1
@@ -127,10 +149,10 @@ class ScriptedAgent:
             shown = list(request.messages[:-1])  # not the question itself
         lines = visible_lines(shown)
         answers = {needle.id: find_answer(needle, lines) for needle in questions}
+        offered = {tool.name for tool in request.tools}
         if not self._searched:
             self.answers_in_context = dict(answers)
             unseen = [n for n in questions if answers[n.id] is None]
-            offered = {tool.name for tool in request.tools}
             if unseen and HISTORY_SEARCH in offered:
                 self._searched = True
                 calls = [
@@ -142,12 +164,53 @@ class ScriptedAgent:
                     for i, n in enumerate(unseen, 1)
                 ]
                 return Message.assistant("Searching the history for what I no longer see.", calls)
+        else:
+            for needle_id, value in answers.items():
+                if value is not None:
+                    self._found.setdefault(needle_id, value)
+            answers = {n.id: self._found.get(n.id) for n in questions}
+            missing = [n for n in questions if answers[n.id] is None]
+            if missing and HISTORY_READ in offered and self._image_rounds < IMAGE_ROUNDS:
+                listed = _listed_images(shown)
+                look = [seq for seq in listed if seq not in self._looked]
+                if look:
+                    return self._look_at(look[:IMAGE_READS], questions)
+                if not listed and self._looked and HISTORY_SEARCH in offered:
+                    # A compaction took the listing away: ask for it again.
+                    self._image_rounds += 1
+                    again = json.dumps({"query": f'"{missing[0].anchor}"'}, ensure_ascii=False)
+                    call = ToolCall(
+                        id=f"again_{self._image_rounds}", name=HISTORY_SEARCH, arguments=again
+                    )
+                    return Message.assistant("Listing the earlier images again.", [call])
         self.answers = answers
         replies = [
             f"{i}. {answers[n.id] if answers[n.id] is not None else 'I do not know.'}"
             for i, n in enumerate(questions, 1)
         ]
         return Message.assistant("\n".join(replies))
+
+    def _look_at(self, seqs: Sequence[int], questions: Sequence[Needle]) -> Message:
+        """Read the hidden image messages `seqs` again, saying what was found so far."""
+        self._image_rounds += 1
+        self._looked.update(seqs)
+        found = [f"the {n.anchor} is {self._found[n.id]}" for n in questions if n.id in self._found]
+        said = (
+            "Text search cannot see into images; looking at the earlier ones again (seen: "
+            + ", ".join(f"seq {seq}" for seq in sorted(self._looked, reverse=True))
+            + ")."
+        )
+        if found:
+            said += " Found so far: " + "; ".join(found) + "."
+        calls = [
+            ToolCall(
+                id=f"look_{self._image_rounds}_{i}",
+                name=HISTORY_READ,
+                arguments=json.dumps({"seq": seq}),
+            )
+            for i, seq in enumerate(seqs, 1)
+        ]
+        return Message.assistant(said, calls)
 
     def observation(self) -> Message | None:
         """The user message carrying the output of the command just typed, once; else `None`.
@@ -173,3 +236,17 @@ class ScriptedAgent:
     def recall_with_tools(self) -> dict[str, bool]:
         """For each needle id: whether its final answer (after any search) was correct."""
         return {n.id: self.answers.get(n.id) == n.value for n in self.task.needles}
+
+
+def _listed_images(messages: Sequence[Message]) -> list[int]:
+    """The hidden image messages that history tool results in `messages` list, in order."""
+    out: list[int] = []
+    for message in messages:
+        if message.role != "tool":
+            continue
+        for listing in _IMAGES_LISTED.findall(message.text):
+            runs = _LISTED_RUN.findall(listing)
+            for seq in (int(n) for run in runs for n in run.split(",") if n.strip()):
+                if seq not in out:
+                    out.append(seq)
+    return out
