@@ -181,3 +181,32 @@ def test_facts_not_found_by_search_are_looked_for_in_the_listed_images() -> None
     assert all(agent.recall_with_tools()[n.id] for n in turn.questions)
     assert needle.value in final.text
     assert agent.recall()[needle.id] is False
+
+
+def test_what_the_agent_saw_before_searching_survives_a_compaction_the_results_cause() -> None:
+    """Answers seen in context are noted with the searches and kept in the final answer."""
+    from steerable_compaction import ToolSpec
+    from steerable_compaction.recall import HISTORY_SEARCH
+
+    agent = ScriptedAgent(build_task("light", 0, scale=0.2))
+    turn = _question_turn(agent)
+    seen, *unseen = turn.questions
+    offered = (ToolSpec(name=HISTORY_SEARCH, description="", parameters={}),)
+    context = Message.user(f"the {seen.anchor} is {seen.value}")
+    first = agent.respond(
+        CompletionRequest(messages=(Message.system("s"), context, turn.user), tools=offered)
+    )
+    assert len(first.tool_calls) == len(unseen)
+    assert first.text.endswith(f"Found so far: the {seen.anchor} is {seen.value}.")
+    # The results pushed the session over its threshold: a summary replaced the context line.
+    results = [
+        Message.tool(f"recall_{i}", f"the {n.anchor} is {n.value}") for i, n in enumerate(unseen, 1)
+    ]
+    final = agent.respond(
+        CompletionRequest(
+            messages=(Message.system("s"), Message.user("[summary]"), turn.user, *results),
+            tools=offered,
+        )
+    )
+    assert final.text.splitlines()[0] == f"1. {seen.value}"
+    assert all(agent.recall_with_tools()[n.id] for n in turn.questions)

@@ -9,9 +9,10 @@ there to be found, unless the arm offers the history tools: then, for each fact 
 it cannot see, it calls `history_search` with the anchor phrase (one more request) and answers
 from the results. Text search cannot see into images: when facts are still missing and the
 search results list hidden messages with images, it looks at them again with `history_read`,
-newest first, `IMAGE_READS` a request, for at most `IMAGE_ROUNDS` requests, noting what it
-found in each request's text. `recall` counts the first answers, `recall_with_tools` the final
-ones.
+newest first, `IMAGE_READS` a request, for at most `IMAGE_ROUNDS` requests. Each of these
+requests notes in its text the answers found so far (those from context first), so a
+compaction the searches' results bring about takes none of them away. `recall` counts the
+first answers, `recall_with_tools` the final ones.
 
 A step is a tool call (with its `parallel` calls in the same message), or, in a turn played as
 `observations`, a command typed in plain text whose output the harness sends back as the next
@@ -155,6 +156,7 @@ class ScriptedAgent:
             unseen = [n for n in questions if answers[n.id] is None]
             if unseen and HISTORY_SEARCH in offered:
                 self._searched = True
+                self._found = {k: v for k, v in answers.items() if v is not None}
                 calls = [
                     ToolCall(
                         id=f"recall_{i}",
@@ -163,7 +165,8 @@ class ScriptedAgent:
                     )
                     for i, n in enumerate(unseen, 1)
                 ]
-                return Message.assistant("Searching the history for what I no longer see.", calls)
+                said = "Searching the history for what I no longer see." + self._noted(questions)
+                return Message.assistant(said, calls)
         else:
             for needle_id, value in answers.items():
                 if value is not None:
@@ -190,18 +193,21 @@ class ScriptedAgent:
         ]
         return Message.assistant("\n".join(replies))
 
+    def _noted(self, questions: Sequence[Needle]) -> str:
+        """` Found so far: the A is X; ...` for the answers found so far, or ''."""
+        found = [f"the {n.anchor} is {self._found[n.id]}" for n in questions if n.id in self._found]
+        return " Found so far: " + "; ".join(found) + "." if found else ""
+
     def _look_at(self, seqs: Sequence[int], questions: Sequence[Needle]) -> Message:
         """Read the hidden image messages `seqs` again, saying what was found so far."""
         self._image_rounds += 1
         self._looked.update(seqs)
-        found = [f"the {n.anchor} is {self._found[n.id]}" for n in questions if n.id in self._found]
         said = (
             "Text search cannot see into images; looking at the earlier ones again (seen: "
             + ", ".join(f"seq {seq}" for seq in sorted(self._looked, reverse=True))
             + ")."
+            + self._noted(questions)
         )
-        if found:
-            said += " Found so far: " + "; ".join(found) + "."
         calls = [
             ToolCall(
                 id=f"look_{self._image_rounds}_{i}",
