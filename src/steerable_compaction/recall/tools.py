@@ -88,8 +88,8 @@ _SEARCH_PARAMETERS: Final[Mapping[str, Any]] = {
     "additionalProperties": False,
 }
 _READ_DESCRIPTION = (
-    "Read one earlier message in full by its seq (from history_search, a fold marker or a "
-    "summary), images included. A long one comes in pages: pass the offset a page gives."
+    "Read one earlier message by its seq (from history_search, a fold marker or a summary), "
+    "images included. A long one comes in pages: pass the offset a page gives."
 )
 _READ_PARAMETERS: Final[Mapping[str, Any]] = {
     "type": "object",
