@@ -243,9 +243,21 @@ _JSON = st.recursive(
     ),
 )
 def test_no_call_ever_raises(name: str, arguments: str) -> None:
-    """Whatever the model sends (any text, any JSON), the executor returns text."""
+    """Whatever the model sends (any text, any JSON), the executor returns text.
+
+    With images allowed, over a record whose hidden messages hold images (seqs 3 and 5), it
+    returns text or a text part followed by images, within the cap.
+    """
     record = session(MemoryRecord())
     assert isinstance(execute_history_tool(record, name, arguments, max_tokens=256), str)
+    pictures = image_session(MemoryRecord())
+    answer = execute_history_tool(pictures, name, arguments, max_tokens=2000, images=True)
+    if not isinstance(answer, str):
+        head, *shown = answer
+        assert isinstance(head, TextPart) and shown
+        assert all(isinstance(p, ImagePart) for p in shown)
+        priced = sum(image_tokens(p) for p in shown if isinstance(p, ImagePart))
+        assert estimate_tokens(head.text) + priced <= 2000
 
 
 # -- the shapes: Tool objects, OpenAI and Anthropic schemas ---------------------------------------
