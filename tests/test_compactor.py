@@ -266,7 +266,7 @@ def test_your_own_loop_can_have_hidden_images_read_back() -> None:
     assert compactor.compacted
     listing = compactor.run_history_tool(HISTORY_SEARCH, '{"query": "codename"}', images=True)
     assert isinstance(listing, str)
-    seq = int(listing.split("newest first: seq ")[1].split(" ")[0])
+    seq = int(listing.split(": seq ")[1].split(".")[0].split(",")[0])
     back = compactor.run_history_tool(HISTORY_READ, {"seq": seq}, images=True)
     assert isinstance(back, list) and back[1] == shot and isinstance(back[1], ImagePart)
     assert isinstance(compactor.run_history_tool(HISTORY_READ, {"seq": seq}), str)

@@ -492,8 +492,8 @@ def test_a_search_without_hits_lists_the_hidden_images_newest_first() -> None:
     assert isinstance(answer, str)
     assert answer.splitlines()[1] == (
         "Text search cannot see into images. Hidden messages with images, newest first: "
-        "seq 5 (user); seq 3 (tool result of screenshot). history_read one to look at its "
-        "images again."
+        "user: seq 5; tool result of screenshot: seq 3. history_read one to look at its images "
+        "again."
     )
     assert "images" not in run(record, HISTORY_SEARCH, {"query": "codename"})
     assert [hit.seq for hit in hidden_image_messages(record)] == [5, 3]
@@ -513,7 +513,7 @@ def test_the_image_list_groups_runs_and_never_names_a_history_result() -> None:
     answer = execute_history_tool(
         record, HISTORY_SEARCH, '{"query": "nothing"}', max_tokens=2000, images=True
     )
-    assert "seq 6, 4, 2 (tool result of screenshot)" in answer
+    assert "newest first: tool result of screenshot: seq 6, 4, 2. history_read" in answer
     assert "seq 8" not in answer
 
 
@@ -541,18 +541,18 @@ def test_an_image_over_the_cap_is_left_out_and_the_page_says_so() -> None:
     )
     record.append_message(Message.assistant("Seen."))
     summarize(record, 0, 2)
-    answer = execute_history_tool(record, HISTORY_READ, {"seq": 0}, max_tokens=1000, images=True)
+    answer = execute_history_tool(record, HISTORY_READ, {"seq": 0}, max_tokens=1100, images=True)
     assert isinstance(answer, list)
     head, *shown = answer
     assert shown == [record.entries[0].event.message.images[0]]  # type: ignore[union-attr]
     assert isinstance(head, TextPart)
     assert head.text.endswith(
-        "[1 of its 2 image(s) not shown: they do not fit this result's cap of 1,000 tokens]"
+        "[1 of its 2 image(s) not shown: they do not fit this result's cap of 1,100 tokens]"
     )
     priced = estimate_tokens(head.text) + sum(
         image_tokens(p) for p in shown if isinstance(p, ImagePart)
     )
-    assert priced <= 1000
+    assert priced <= 1100
 
 
 def test_a_later_page_carries_no_images() -> None:
@@ -570,3 +570,37 @@ def test_a_later_page_carries_no_images() -> None:
     second = execute_history_tool(record, HISTORY_READ, offset, max_tokens=600, images=True)
     assert isinstance(second, str)
     assert read_history(record, 0, offset=offset["offset"]).images == ()
+
+
+@pytest.mark.parametrize("cap", [256, 2000])
+def test_a_long_page_with_an_image_left_out_still_says_how_to_read_on(cap: int) -> None:
+    """The not-shown line has its own room: the continuation line is never cut."""
+    record = MemoryRecord()
+    body = "".join(f"row {i} ok\n" for i in range(3000))
+    record.append_message(Message.user((TextPart(text=body), _png(4000, 3000))))
+    record.append_message(Message.assistant("Seen."))
+    summarize(record, 0, 2)
+    answer = execute_history_tool(record, HISTORY_READ, {"seq": 0}, max_tokens=cap, images=True)
+    assert isinstance(answer, str) and estimate_tokens(answer) <= cap
+    footer, note = answer.splitlines()[-2:]
+    json.loads(footer.removeprefix("[continues: history_read ").removesuffix("]"))
+    assert note.startswith("[1 of its 1 image(s) not shown")
+
+
+def test_a_long_image_list_is_cut_to_the_newest_and_still_parses() -> None:
+    """Hundreds of hidden screenshots: the newest that fit, labelled, and `and older ones`."""
+    from steerable_compaction.sim.agent import _listed_images
+
+    record = MemoryRecord()
+    record.append_message(Message.user("Go."))
+    for i in range(400):
+        record.append_message(Message.assistant("", [call(f"s{i}", "screenshot")]))
+        record.append_message(Message.tool(f"s{i}", (_png(64, 64),)))
+    summarize(record, 0, len(record.projection))
+    answer = execute_history_tool(
+        record, HISTORY_SEARCH, '{"query": "nothing"}', max_tokens=256, images=True
+    )
+    assert isinstance(answer, str) and estimate_tokens(answer) <= 256
+    assert " and older ones. history_read one to look at its images again." in answer
+    listed = _listed_images([Message.tool("x", answer)])
+    assert listed[:3] == [800, 798, 796] and len(listed) > 5

@@ -150,8 +150,8 @@ def test_facts_not_found_by_search_are_looked_for_in_the_listed_images() -> None
     listing = Message.tool(
         "recall_1",
         "No hidden message holds every term of the query.\nText search cannot see into images. "
-        f"Hidden messages with images, newest first: seq {', '.join(map(str, seqs[:-1]))} "
-        f"(tool results of screenshot); seq {seqs[-1]} (user). history_read one to look again.",
+        "Hidden messages with images, newest first: tool result of shot(2), v1: seq "
+        f"{', '.join(map(str, seqs[:-1]))}; user: seq {seqs[-1]}. history_read one to look again.",
     )
     found = [
         Message.tool(f"recall_{i}", f"the {n.anchor} is {n.value}") for i, n in enumerate(others, 2)

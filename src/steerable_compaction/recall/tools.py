@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal, overload
 
 from ..errors import ConfigError, RecallError
-from ..messages import ContentPart, TextPart
+from ..messages import ContentPart, ImagePart, TextPart
 from ..record import Record
 from ..tokens import estimate_tokens, image_tokens
 from .search import (
@@ -283,7 +283,7 @@ def _search(record: Record, arguments: Mapping[str, Any], max_tokens: int, *, im
             "case-insensitively, also inside longer words; try fewer or other terms."
         )
         if images:
-            text += _images_note(record)
+            text += _images_note(record, max_tokens - estimate_tokens(text))
         return _clip(text, max_tokens)
     head = (
         f"{len(hits)} hidden message(s) hold every term of {shown}{note}, best first. Read "
@@ -292,28 +292,39 @@ def _search(record: Record, arguments: Mapping[str, Any], max_tokens: int, *, im
     return _fit(head, [_hit_text(hit) for hit in hits], max_tokens)
 
 
-def _images_note(record: Record) -> str:
+def _images_note(record: Record, room: int) -> str:
     """The hidden messages with images, newest first, as a paragraph ('' when there are none).
 
-    Runs of messages from one source share one label: `seq 9, 7 (tool results of screenshot)`;
-    the result's cap, not a count, bounds the list.
+    Runs of messages from one source share one label, before their seqs:
+    `tool result of screenshot: seq 9, 7; user: seq 5`. Only as many seqs as fit in `room`
+    tokens are listed, the newest; ` and older ones` says when some were left out.
     """
     pictures = hidden_image_messages(record, limit=MAX_IMAGE_MESSAGES)
     if not pictures:
         return ""
+    head = "\nText search cannot see into images. Hidden messages with images, newest first: "
+    tail = f". {HISTORY_READ} one to look at its images again."
+    more = " and older ones"
+    left = room - estimate_tokens(head + tail + more) - 1  # 1: the estimate is not additive
     runs: list[tuple[str, list[int]]] = []
+    shown = 0
     for hit in pictures:
         who = _who(hit.role, hit.tool_name)
+        piece = f"; {who}: seq {hit.seq}" if not runs or runs[-1][0] != who else f", {hit.seq}"
+        cost = estimate_tokens(piece)
+        if cost > left:
+            break
+        left -= cost
+        shown += 1
         if runs and runs[-1][0] == who:
             runs[-1][1].append(hit.seq)
         else:
             runs.append((who, [hit.seq]))
-    listed = "; ".join(f"seq {', '.join(map(str, seqs))} ({who})" for who, seqs in runs)
-    more = " and older ones" if len(pictures) == MAX_IMAGE_MESSAGES else ""
-    return (
-        "\nText search cannot see into images. Hidden messages with images, newest first: "
-        f"{listed}{more}. {HISTORY_READ} one to look at its images again."
-    )
+    if not runs:
+        return ""
+    listed = "; ".join(f"{who}: seq {', '.join(map(str, seqs))}" for who, seqs in runs)
+    older = more if shown < len(pictures) or len(pictures) == MAX_IMAGE_MESSAGES else ""
+    return f"{head}{listed}{older}{tail}"
 
 
 def _hit_text(hit: HistoryHit) -> str:
@@ -358,6 +369,7 @@ def _clip(text: str, max_tokens: int) -> str:
 
 _READ_OVERHEAD = 64  # tokens kept for a page's header and footer lines
 _READ_MIN_TEXT = 128  # tokens a page with images keeps for its text
+_READ_NOTE = 48  # tokens kept for the line naming the images not shown
 
 
 def _read(
@@ -372,11 +384,12 @@ def _read(
     if images and page.images:
         for image in page.images:
             cost = image_tokens(image)
-            if used + cost <= budget - _READ_MIN_TEXT:
+            if used + cost <= budget - _READ_MIN_TEXT - _READ_NOTE:
                 shown.append(image)
                 used += cost
-        if shown:  # the text gives the images their room
-            page = read_history(record, seq, offset=offset, max_tokens=budget - used)
+        if len(shown) < len(page.images):
+            used += _READ_NOTE  # room for the line saying how many are not shown
+        page = read_history(record, seq, offset=offset, max_tokens=budget - used)
     end = page.offset + len(page.text)
     text = (
         f"[seq {page.seq}] {_who(page.role, page.tool_name)}, characters "
@@ -389,7 +402,8 @@ def _read(
             f"\n[{len(page.images) - len(shown)} of its {len(page.images)} image(s) not shown: "
             f"they do not fit this result's cap of {max_tokens:,} tokens]"
         )
-    text = _clip(text, max_tokens - used)  # a very long tool name could overrun the header's share
+    images_tokens = sum(image_tokens(p) for p in shown if isinstance(p, ImagePart))
+    text = _clip(text, max_tokens - images_tokens)  # a long tool name could overrun its share
     if not shown:
         return text
     return [TextPart(text=text), *shown]

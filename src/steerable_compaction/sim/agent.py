@@ -48,7 +48,7 @@ IMAGE_READS = 8
 IMAGE_ROUNDS = 12
 """Requests the agent spends at most on looking at hidden images again."""
 _IMAGES_LISTED = re.compile(r"Hidden messages with images, newest first: ([^\n]*)")
-_LISTED_RUN = re.compile(r"seq ([\d, ]+) \(")  # `seq 9, 7 (tool results of screenshot)`
+_LISTED_RUN = re.compile(r": seq (\d+(?:, \d+)*)")  # `tool result of screenshot: seq 9, 7`
 
 
 def command_text(step: Step) -> str:
