@@ -8,9 +8,9 @@
 - `execute_history_tool(record, name, arguments, max_tokens=...)`: the executor for your own
   loop, answering one call.
 
-Whatever the model sends, the answer is text: a bad argument gets an error line saying what to
-fix, never an exception. Results stay within `max_tokens` (the policy's `recall_result_tokens`)
-and read only the record they were given.
+Whatever the model sends, the answer is text (or text and images, below): a bad argument gets
+an error line saying what to fix, never an exception. Results stay within `max_tokens` (the
+policy's `recall_result_tokens`) and read only the record they were given.
 
 Images: text search cannot see into an image, so a search that finds nothing lists the hidden
 messages that hold images (newest first), and `history_read` of such a message returns its

@@ -9,9 +9,10 @@ there to be found, unless the arm offers the history tools: then, for each fact 
 it cannot see, it calls `history_search` with the anchor phrase (one more request) and answers
 from the results. Text search cannot see into images: when facts are still missing and the
 search results list hidden messages with images, it looks at them again with `history_read`,
-newest first, `IMAGE_READS` a request, for at most `IMAGE_ROUNDS` requests. Each of these
-requests notes in its text the answers found so far (those from context first), so a
-compaction the searches' results bring about takes none of them away. `recall` counts the
+newest first, `IMAGE_READS` a request, for at most `IMAGE_ROUNDS` requests (a search again
+for the list, when a compaction took it away, counts as one). The searches and each look
+note in their text the answers found so far (those from context first), so a compaction
+the results bring about takes none of them away. `recall` counts the
 first answers, `recall_with_tools` the final ones.
 
 A step is a tool call (with its `parallel` calls in the same message), or, in a turn played as
