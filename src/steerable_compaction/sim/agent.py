@@ -10,9 +10,9 @@ it cannot see, it calls `history_search` with the anchor phrase (one more reques
 from the results. Text search cannot see into images: when facts are still missing and the
 search results list hidden messages with images, it looks at them again with `history_read`,
 newest first, `IMAGE_READS` a request, for at most `IMAGE_ROUNDS` requests (a search again
-for the list, when a compaction took it away, counts as one). The searches and each look
-note in their text the answers found so far (those from context first), so a compaction
-the results bring about takes none of them away. `recall` counts the
+for the list, when a compaction took it away, counts as one). It keeps the answers found so
+far (those from context first), so a compaction the results bring about takes none of them
+away, and each look notes them in its text. `recall` counts the
 first answers, `recall_with_tools` the final ones.
 
 A step is a tool call (with its `parallel` calls in the same message), or, in a turn played as
@@ -166,8 +166,9 @@ class ScriptedAgent:
                     )
                     for i, n in enumerate(unseen, 1)
                 ]
-                said = "Searching the history for what I no longer see." + self._noted(questions)
-                return Message.assistant(said, calls)
+                # What it already answered it keeps in mind (`_found`): writing it out would cost
+                # room that a small window's search results need.
+                return Message.assistant("Searching the history for what I no longer see.", calls)
         else:
             for needle_id, value in answers.items():
                 if value is not None:
