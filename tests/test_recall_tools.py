@@ -500,13 +500,19 @@ def test_a_search_without_hits_lists_the_hidden_images_newest_first() -> None:
     assert [hit.snippet for hit in hidden_image_messages(record, limit=1)] == ["Also this:"]
 
 
-def test_the_image_list_groups_runs_and_never_names_a_history_result() -> None:
-    """Consecutive messages from one source share a label; an image read back is no new image."""
+def screenshots(count: int) -> MemoryRecord:
+    """A record of a user's request and `count` screenshot calls, each answered by a picture."""
     record = MemoryRecord()
     record.append_message(Message.user("Go."))
-    for i in range(3):
+    for i in range(count):
         record.append_message(Message.assistant("", [call(f"s{i}", "screenshot")]))
         record.append_message(Message.tool(f"s{i}", (_png(64, 64),)))
+    return record
+
+
+def test_the_image_list_groups_runs_and_never_names_a_history_result() -> None:
+    """Consecutive messages from one source share a label; an image read back is no new image."""
+    record = screenshots(3)
     record.append_message(Message.assistant("", [call("r1", HISTORY_READ, seq=2)]))
     record.append_message(Message.tool("r1", (TextPart(text="[seq 2]"), _png(64, 64))))
     summarize(record, 0, len(record.projection))
@@ -591,11 +597,7 @@ def test_a_long_image_list_is_cut_to_the_newest_and_still_parses() -> None:
     """Hundreds of hidden screenshots: the newest that fit, labelled, and `and older ones`."""
     from steerable_compaction.sim.agent import _listed_images
 
-    record = MemoryRecord()
-    record.append_message(Message.user("Go."))
-    for i in range(400):
-        record.append_message(Message.assistant("", [call(f"s{i}", "screenshot")]))
-        record.append_message(Message.tool(f"s{i}", (_png(64, 64),)))
+    record = screenshots(400)
     summarize(record, 0, len(record.projection))
     answer = execute_history_tool(
         record, HISTORY_SEARCH, '{"query": "nothing"}', max_tokens=256, images=True

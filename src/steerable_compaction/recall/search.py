@@ -45,6 +45,7 @@ __all__ = [
     "HistoryHit",
     "HistoryPage",
     "hidden_image_messages",
+    "hidden_image_sources",
     "hidden_seqs",
     "prepare_index",
     "read_history",
@@ -375,27 +376,38 @@ def hidden_image_messages(record: Record, *, limit: int = MAX_LIMIT) -> list[His
     results of the history tools are never listed. Raises `RecallError` for a `limit` outside
     1..`MAX_IMAGE_MESSAGES`.
     """
+    out: list[HistoryHit] = []
+    for seq, message, tool_name in hidden_image_sources(record, limit=limit):
+        text = render(message, record.spill_directory).strip()
+        out.append(
+            HistoryHit(
+                seq=seq,
+                role=message.role,
+                tool_name=tool_name,
+                snippet=text.split("\n", 1)[0][:_IMAGE_SNIPPET_CHARS],
+                tokens=estimate_tokens(message),
+            )
+        )
+    return out
+
+
+def hidden_image_sources(record: Record, *, limit: int) -> list[tuple[int, Message, str | None]]:
+    """`hidden_image_messages` without the snippets and sizes: `(seq, message, tool name)`.
+
+    For a caller that only names the messages (the search tool's list of them): nothing is
+    rendered or priced, and a spilled result's file is not read.
+    """
     limit = _check_int("limit", limit, 1, MAX_IMAGE_MESSAGES)
     state = _state(record)
     with state.lock:
         visibility = state.refresh(record)
-        out: list[HistoryHit] = []
+        out: list[tuple[int, Message, str | None]] = []
         seqs = state.catalog.image_seqs
         for i in range(len(seqs) - 1, -1, -1):
             seq = seqs[i]
             message = _message(record, seq)
-            if not visibility.hidden(seq, message):
-                continue
-            text = render(message, record.spill_directory).strip()
-            out.append(
-                HistoryHit(
-                    seq=seq,
-                    role=message.role,
-                    tool_name=state.catalog.tool_names.get(seq),
-                    snippet=text.split("\n", 1)[0][:_IMAGE_SNIPPET_CHARS],
-                    tokens=estimate_tokens(message),
-                )
-            )
-            if len(out) >= limit:
-                break
+            if visibility.hidden(seq, message):
+                out.append((seq, message, state.catalog.tool_names.get(seq)))
+                if len(out) >= limit:
+                    break
         return out

@@ -32,13 +32,13 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal, overload
 
 from ..errors import ConfigError, RecallError
-from ..messages import ContentPart, ImagePart, TextPart
+from ..messages import ContentPart, TextPart
 from ..record import Record
 from ..tokens import estimate_tokens, image_tokens
 from .search import (
     MAX_IMAGE_MESSAGES,
     HistoryHit,
-    hidden_image_messages,
+    hidden_image_sources,
     read_history,
     search_history,
 )
@@ -299,7 +299,7 @@ def _images_note(record: Record, room: int) -> str:
     `tool result of screenshot: seq 9, 7; user: seq 5`. Only as many seqs as fit in `room`
     tokens are listed, the newest; ` and older ones` says when some were left out.
     """
-    pictures = hidden_image_messages(record, limit=MAX_IMAGE_MESSAGES)
+    pictures = hidden_image_sources(record, limit=MAX_IMAGE_MESSAGES)
     if not pictures:
         return ""
     head = "\nText search cannot see into images. Hidden messages with images, newest first: "
@@ -308,18 +308,18 @@ def _images_note(record: Record, room: int) -> str:
     left = room - estimate_tokens(head + tail + more) - 1  # 1: the estimate is not additive
     runs: list[tuple[str, list[int]]] = []
     shown = 0
-    for hit in pictures:
-        who = _who(hit.role, hit.tool_name)
-        piece = f"; {who}: seq {hit.seq}" if not runs or runs[-1][0] != who else f", {hit.seq}"
-        cost = estimate_tokens(piece)
+    for seq, message, tool_name in pictures:
+        who = _who(message.role, tool_name)
+        same = bool(runs) and runs[-1][0] == who
+        cost = estimate_tokens(f", {seq}" if same else f"; {who}: seq {seq}")
         if cost > left:
             break
         left -= cost
         shown += 1
-        if runs and runs[-1][0] == who:
-            runs[-1][1].append(hit.seq)
+        if same:
+            runs[-1][1].append(seq)
         else:
-            runs.append((who, [hit.seq]))
+            runs.append((who, [seq]))
     if not runs:
         return ""
     listed = "; ".join(f"{who}: seq {', '.join(map(str, seqs))}" for who, seqs in runs)
@@ -380,16 +380,16 @@ def _read(
     budget = max_tokens - _READ_OVERHEAD
     page = read_history(record, seq, offset=offset, max_tokens=budget)
     shown: list[ContentPart] = []
-    used = 0  # tokens the shown images take
+    images_tokens = 0  # tokens the shown images take
     if images and page.images:
         for image in page.images:
             cost = image_tokens(image)
-            if used + cost <= budget - _READ_MIN_TEXT - _READ_NOTE:
+            if images_tokens + cost <= budget - _READ_MIN_TEXT - _READ_NOTE:
                 shown.append(image)
-                used += cost
-        if len(shown) < len(page.images):
-            used += _READ_NOTE  # room for the line saying how many are not shown
-        page = read_history(record, seq, offset=offset, max_tokens=budget - used)
+                images_tokens += cost
+        # The text gives the images their room, and the line naming those not shown its own.
+        note = _READ_NOTE if len(shown) < len(page.images) else 0
+        page = read_history(record, seq, offset=offset, max_tokens=budget - images_tokens - note)
     end = page.offset + len(page.text)
     text = (
         f"[seq {page.seq}] {_who(page.role, page.tool_name)}, characters "
@@ -402,7 +402,6 @@ def _read(
             f"\n[{len(page.images) - len(shown)} of its {len(page.images)} image(s) not shown: "
             f"they do not fit this result's cap of {max_tokens:,} tokens]"
         )
-    images_tokens = sum(image_tokens(p) for p in shown if isinstance(p, ImagePart))
     text = _clip(text, max_tokens - images_tokens)  # a long tool name could overrun its share
     if not shown:
         return text
